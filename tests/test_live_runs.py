@@ -1,0 +1,107 @@
+"""Real 2-process Horovod runs (Gloo and MPI, PyTorch and TensorFlow) on this machine's CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workshop.io.runs import read_metrics, read_run
+
+pytestmark = pytest.mark.live
+
+
+def workshop(*args: str, env: dict | None = None, timeout: int = 300):
+    return subprocess.run(
+        [sys.executable, "-m", "workshop.cli", *args], capture_output=True, text=True,
+        timeout=timeout, env=os.environ | (env or {}),
+    )  # fmt: skip
+
+
+def timeline_ranks(path: Path) -> set[str]:
+    """Ranks that announced readiness in the timeline (negotiation ticks are X events named
+    by the rank number)."""
+    events = json.loads(path.read_text())
+    return {e["name"] for e in events if e.get("ph") == "X" and e.get("name", "").isdigit()}
+
+
+@pytest.mark.parametrize(
+    "framework, controller",
+    [("torch", "gloo"), ("torch", "mpi"), ("tensorflow", "gloo")],
+)
+def test_two_process_run_writes_the_run_directory(
+    framework, controller, tmp_path, cpu_lock, horovod_ready
+):
+    result = workshop(
+        "run", "--framework", framework, "--controller", controller, "-np", "2",
+        "--epochs", "3", "--steps-per-epoch", "25", "--lr", "0.02", "--out", str(tmp_path),
+        "--name", "run",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_dir = tmp_path / "run"
+    run = read_run(run_dir)
+    assert run["status"] == "ok" and run["exit_code"] == 0
+    assert run["config"]["np"] == 2 and run["config"]["controller"] == controller
+    assert run["launch_command"][:6] == ["horovodrun", "-np", "2", "-H", "localhost:2",
+                                         f"--{controller}"]
+    assert run["data"]["synthetic"] is False and run["data"]["train_samples"] > 0
+    assert run["versions"]["horovod"] == "0.28.1"
+    assert run["rank_status"] == {"0": "ok", "1": "ok"}
+    metrics = read_metrics(run_dir)
+    assert list(metrics["epoch"]) == [1, 2, 3]
+    assert metrics["train_loss"].iloc[-1] < metrics["train_loss"].iloc[0]
+    assert (metrics["samples"] == 2 * 25 * 32).all()
+    assert timeline_ranks(run_dir / "timeline.json") == {"0", "1"}
+    assert (run_dir / "logs" / "rank.0.log").read_text().count("Epoch") == 3
+    assert (run_dir / "logs" / "rank.1.log").exists()
+    assert "samples/s" in result.stdout and "timeline.json" in result.stdout
+
+
+def test_a_crashing_rank_is_named(tmp_path, cpu_lock, horovod_ready):
+    result = workshop(
+        "run", "-np", "2", "--epochs", "1", "--steps-per-epoch", "3", "--no-timeline",
+        "--out", str(tmp_path), "--name", "crash", env={"WORKSHOP_FAIL_RANK": "1"},
+    )  # fmt: skip
+    assert result.returncode == 1
+    log = tmp_path / "crash" / "logs" / "rank.1.log"
+    assert "rank 1 crashed" in result.stderr and str(log) in result.stderr
+    assert "fault injected on rank 1" in log.read_text()
+    run = read_run(tmp_path / "crash")
+    assert run["status"] == "failed" and run["failed_ranks"] == [1]
+
+
+def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_lock, horovod_ready):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workshop.cli", "run", "-np", "2", "--epochs", "50",
+         "--out", str(tmp_path), "--name", "stopped"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    for line in process.stdout:
+        if line.startswith("Epoch 1:") or time.time() > deadline:
+            break
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=60)[0]
+    assert process.returncode == 130, output
+    run_dir = tmp_path / "stopped"
+    run = read_run(run_dir)
+    assert run["status"] == "interrupted"
+    assert len(read_metrics(run_dir)) >= 1
+    leftovers = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
+    assert leftovers.stdout == ""
+
+
+def test_doctor_reports_both_frameworks_and_controllers(horovod_ready):
+    result = workshop("doctor", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    facts = json.loads(result.stdout)
+    for framework in ("torch", "tensorflow"):
+        assert facts["horovod_build"][framework]["gloo"] is True
+        assert facts["horovod_build"][framework]["mpi"] is True
+    assert facts["problems"] == []

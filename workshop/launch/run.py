@@ -1,0 +1,412 @@
+"""Launch a real Horovod training run into a new run directory (see docs/run-directory.md).
+
+On a laptop or Binder the ranks are started by ``horovodrun`` (Gloo or MPI controller). On a
+cluster the batch system's MPI launcher starts them (``launcher="mpiexec -n 8 -ppn 4 ..."``), and
+the run directory is the same, so the notebooks analyse cluster runs unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from workshop.paths import runs_dir
+
+FRAMEWORKS = {"torch": "workshop.train.torch_train", "tensorflow": "workshop.train.tf_train"}
+CONTROLLERS = ("gloo", "mpi")
+ENV_RECORDED = re.compile(
+    r"^(HOROVOD_|OMP_|OMPI_|NCCL_|CUDA_VISIBLE|TF_|PMI_|COBALT_|PBS_JOBID|SLURM_JOB_ID|MPITRACE)"
+)
+
+
+class RunError(RuntimeError):
+    """A run could not start or did not finish; the message names the run directory and log."""
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run (recorded as ``config`` in run.json).
+
+    ``batch_size`` is per worker; ``lr`` is the learning rate that suits ``base_batch_size``
+    (default: ``batch_size``), scaled for the global batch by ``lr_scaling`` (none/linear/sqrt)
+    with ``warmup_epochs`` of gradual warmup. ``launcher`` replaces horovodrun on clusters.
+    """
+
+    framework: str = "torch"
+    dataset: str = "mnist"
+    np: int = 2
+    controller: str = "gloo"
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 0.01
+    base_batch_size: int | None = None
+    lr_scaling: str = "linear"
+    warmup_epochs: float = 0.0
+    steps_per_epoch: int | None = None
+    timeline: bool = False
+    mark_cycles: bool = False
+    fusion_threshold_mb: float | None = None
+    cycle_time_ms: float | None = None
+    autotune: bool = False
+    mpi_profile: bool = False
+    seed: int = 42
+    threads_per_rank: int | None = None
+    data: str = "auto"
+    device: str = "auto"
+    oversubscribe: bool = False
+    launcher: str | None = None
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first option that cannot work."""
+        from workshop.train.common import LR_SCALINGS
+        from workshop.train.data import DATA_MODES, DATASETS
+
+        choices = {
+            "framework": (self.framework, tuple(FRAMEWORKS)),
+            "dataset": (self.dataset, DATASETS),
+            "controller": (self.controller, CONTROLLERS),
+            "lr_scaling": (self.lr_scaling, LR_SCALINGS),
+            "data": (self.data, DATA_MODES),
+            "device": (self.device, ("auto", "cpu", "cuda")),
+        }
+        for name, (value, allowed) in choices.items():
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+        for name in ("np", "epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.mpi_profile and self.controller != "mpi" and not self.launcher:
+            raise ValueError("--mpi-profile needs --controller mpi (the profiler wraps MPI calls)")
+        if self.mark_cycles and not self.timeline:
+            raise ValueError("--mark-cycles marks cycles in the timeline: add --timeline")
+        cores = os.cpu_count() or 1
+        if not self.launcher and self.np > cores and not self.oversubscribe:
+            raise ValueError(
+                f"np={self.np} needs {self.np} cores but this machine has {cores}: the ranks "
+                "would share cores and every timing would mislead. Use np <= "
+                f"{cores}, or --oversubscribe to run anyway (recorded in run.json)."
+            )
+
+
+def new_run_dir(config: RunConfig, out_dir: Path | None = None, name: str | None = None) -> Path:
+    """Create a new, empty run directory; never reuses an existing one (adds -2, -3, ...)."""
+    parent = Path(out_dir) if out_dir else runs_dir()
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    base = name or f"{stamp}-{config.framework}-{config.dataset}-{config.controller}-np{config.np}"
+    for attempt in range(1, 1000):
+        candidate = parent / (base if attempt == 1 else f"{base}-{attempt}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        (candidate / "logs").mkdir()
+        return candidate
+    raise RunError(f"could not create a new run directory under {parent} for {base!r}")
+
+
+def train_args(config: RunConfig, run_dir: Path, data_mode: str) -> list[str]:
+    """Arguments of the training program (one rank)."""
+    args = [
+        sys.executable, "-m", FRAMEWORKS[config.framework], "--run-dir", str(run_dir),
+        "--dataset", config.dataset, "--data", data_mode, "--epochs", str(config.epochs),
+        "--batch-size", str(config.batch_size), "--lr", str(config.lr),
+        "--lr-scaling", config.lr_scaling, "--warmup-epochs", str(config.warmup_epochs),
+        "--seed", str(config.seed), "--device", config.device,
+    ]  # fmt: skip
+    optional = {
+        "--base-batch-size": config.base_batch_size,
+        "--steps-per-epoch": config.steps_per_epoch,
+        "--threads": config.threads_per_rank,
+    }
+    for flag, value in optional.items():
+        if value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def horovod_env(config: RunConfig, run_dir: Path) -> dict[str, str]:
+    """Horovod knobs as environment variables (what horovodrun's flags set)."""
+    env = {}
+    if config.timeline:
+        env["HOROVOD_TIMELINE"] = str(run_dir / "timeline.json")
+    if config.mark_cycles:
+        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
+    if config.fusion_threshold_mb is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(int(config.fusion_threshold_mb * 1024 * 1024))
+    if config.cycle_time_ms is not None:
+        env["HOROVOD_CYCLE_TIME"] = str(config.cycle_time_ms)
+    if config.autotune:
+        env["HOROVOD_AUTOTUNE"] = "1"
+        env["HOROVOD_AUTOTUNE_LOG"] = str(run_dir / "autotune.csv")
+    return env
+
+
+def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[list[str], dict]:
+    """The command that starts all ranks, and the extra environment it needs."""
+    from workshop.train.common import threads_per_rank
+
+    threads = config.threads_per_rank or threads_per_rank(config.np, None)
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "TF_USE_LEGACY_KERAS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "OMP_NUM_THREADS": str(threads),
+    }
+    if os.geteuid() == 0:
+        # Open MPI refuses to start as root without these (containers, Binder, CI).
+        env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    rank_env = horovod_env(config, run_dir)
+    if config.mpi_profile:
+        from workshop.launch.profiler import launch_env
+
+        rank_env |= launch_env(run_dir)
+    program = train_args(config, run_dir, data_mode)
+    if config.launcher:
+        launcher = shlex.split(config.launcher)
+        if Path(launcher[0]).name == "mpirun":  # Open MPI: export each variable to the ranks
+            for key in sorted(env | rank_env):
+                launcher += ["-x", key]
+        return launcher + program, env | rank_env
+
+    command = ["horovodrun", "-np", str(config.np), "-H", f"localhost:{config.np}",
+               f"--{config.controller}"]  # fmt: skip
+    if config.timeline:
+        command += ["--timeline-filename", rank_env.pop("HOROVOD_TIMELINE")]
+    if config.mark_cycles:
+        command.append("--timeline-mark-cycles")
+        rank_env.pop("HOROVOD_TIMELINE_MARK_CYCLES")
+    if config.fusion_threshold_mb is not None:
+        command += ["--fusion-threshold-mb", f"{config.fusion_threshold_mb:g}"]
+        rank_env.pop("HOROVOD_FUSION_THRESHOLD")
+    if config.cycle_time_ms is not None:
+        command += ["--cycle-time-ms", f"{config.cycle_time_ms:g}"]
+        rank_env.pop("HOROVOD_CYCLE_TIME")
+    if config.autotune:
+        command += ["--autotune", "--autotune-log-file", rank_env.pop("HOROVOD_AUTOTUNE_LOG")]
+        rank_env.pop("HOROVOD_AUTOTUNE")
+    if rank_env:
+        if config.controller != "mpi":
+            env |= rank_env
+        else:  # only the ranks, not horovodrun or mpirun, get these (e.g. LD_PRELOAD)
+            exports = " ".join(f"-x {key}={value}" for key, value in sorted(rank_env.items()))
+            command.append(f"--mpi-args={exports}")
+    return command + program, env
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def provenance() -> dict:
+    """Versions and host facts recorded in run.json."""
+    mpi = None
+    if shutil.which("mpirun"):
+        result = subprocess.run(["mpirun", "--version"], capture_output=True, text=True)
+        mpi = (result.stdout or result.stderr).splitlines()[0] if result.returncode == 0 else None
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        platform.processor(),
+    ) if Path("/proc/cpuinfo").exists() else platform.processor()  # fmt: skip
+    gpus = []
+    if shutil.which("nvidia-smi"):
+        result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+        gpus = [line for line in result.stdout.splitlines() if line.startswith("GPU")]
+    import psutil
+
+    return {
+        "versions": {
+            "python": platform.python_version(),
+            "torch": _version("torch"),
+            "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
+            "tf_keras": _version("tf-keras") or _version("tf_keras"),
+            "horovod": _version("horovod"),
+            "mpi": mpi,
+            "workshop": _version("workshop"),
+        },
+        "host": {
+            "hostname": socket.gethostname(),
+            "cores": os.cpu_count(),
+            "platform": platform.platform(),
+            "cpu": cpu,
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "gpus": gpus,
+        },
+    }
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """Write JSON atomically (a reader never sees half a file)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _rank_statuses(run_dir: Path, np: int) -> dict[int, str]:
+    statuses = {}
+    for rank in range(np):
+        path = run_dir / "logs" / f"rank.{rank}.status"
+        statuses[rank] = path.read_text().strip() if path.exists() else "missing"
+    return statuses
+
+
+def _stop_leftovers(run_dir: Path) -> None:
+    """Kill any rank still alive after the launcher ended (e.g. after Ctrl-C)."""
+    import psutil
+
+    marker = str(run_dir)
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if proc.pid != os.getpid() and marker in cmdline:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
+def _stream(process: subprocess.Popen, log_path: Path, quiet: bool) -> None:
+    """Copy the launcher's output to logs/launcher.log; show rank 0's lines (the progress)."""
+    prefix = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:")
+    with log_path.open("w") as log:
+        for line in process.stdout:
+            log.write(line)
+            log.flush()
+            match = prefix.match(line)
+            if quiet:
+                continue
+            if match is None:
+                print(line, end="", flush=True)
+            elif match.group(1) == "0" and match.group(2) == "stdout":
+                print(line[match.end():], end="", flush=True)
+
+
+def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None = None,
+           quiet: bool = False, command: list[str] | None = None) -> Path:
+    """Run ``config`` with real Horovod processes into a new run directory.
+
+    Args:
+        config: what to run.
+        out_dir: parent of the run directory (default ``runs/`` of the repo).
+        name: run directory name (default from the time and the config).
+        quiet: print nothing while the run goes on.
+        command: the user-level command line to record (default: ``sys.argv``).
+
+    Returns:
+        The run directory, whose run.json says ``status: ok``.
+
+    Raises:
+        ValueError: invalid configuration (nothing is created).
+        RunError: the run failed or was interrupted; run.json records which, and the message
+            names the failed ranks and their logs.
+    """
+    from workshop.train import data
+
+    config.validate()
+    if not config.launcher and not shutil.which("horovodrun"):
+        raise RunError(
+            "horovodrun not found: Horovod is not installed in this environment. "
+            "Run `bash scripts/setup.sh` (it builds Horovod), then activate .venv."
+        )
+    data_mode = data.prepare(config.dataset, config.data)
+    run_dir = new_run_dir(config, out_dir, name)
+    argv, extra_env = launch_command(config, run_dir, data_mode)
+    env = os.environ | extra_env
+    record = {
+        "schema": 1,
+        "name": run_dir.name,
+        "command": command or [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "launch_command": argv,
+        "config": dataclasses.asdict(config),
+        "env": {key: value for key, value in sorted(env.items()) if ENV_RECORDED.match(key)},
+        **provenance(),
+        "data": {"name": config.dataset, "mode": data_mode},
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "status": "running",
+    }
+    write_json(run_dir / "run.json", record)
+    if not quiet:
+        print(f"run directory: {run_dir}")
+        print("$ " + shlex.join(argv), flush=True)
+
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    status = None
+    try:
+        _stream(process, run_dir / "logs" / "launcher.log", quiet)
+        exit_code = process.wait()
+    except KeyboardInterrupt:
+        status = "interrupted"
+        print("\nCtrl-C: stopping every rank...", file=sys.stderr, flush=True)
+        for sig, grace_s in ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(process.pid, sig)
+                exit_code = process.wait(timeout=grace_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+            except ProcessLookupError:
+                exit_code = process.wait()
+                break
+    _stop_leftovers(run_dir)
+    statuses = _rank_statuses(run_dir, config.np)
+    failed = [rank for rank, state in statuses.items() if state == "failed"]
+    if status is None:
+        status = "ok" if exit_code == 0 and not failed else "failed"
+    summary_path = run_dir / "summary.json"
+    record |= {
+        "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - start, 3),
+        "status": status,
+        "exit_code": exit_code,
+        "rank_status": statuses,
+        "failed_ranks": failed,
+    }
+    if summary_path.exists():
+        result = json.loads(summary_path.read_text())
+        record |= {"result": result, "data": result.get("data", record["data"]),
+                   "device": result.get("device"), "devices": result.get("devices")}
+    write_json(run_dir / "run.json", record)
+    if status != "ok":
+        raise RunError(_failure_message(run_dir, status, exit_code, statuses))
+    return run_dir
+
+
+def _failure_message(run_dir: Path, status: str, exit_code: int, statuses: dict) -> str:
+    if status == "interrupted":
+        return f"run interrupted; its files are kept in {run_dir} (run.json status: interrupted)"
+    failed = [rank for rank, state in statuses.items() if state == "failed"]
+    lines = [f"run failed (launcher exit code {exit_code}); run directory {run_dir}"]
+    for rank in failed:
+        log = run_dir / "logs" / f"rank.{rank}.log"
+        tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+        lines.append(f"  rank {rank} crashed: {' '.join(tail)}  (log: {log})")
+    if not failed:
+        silent = [rank for rank, state in statuses.items() if state != "ok"]
+        lines.append(
+            f"  ranks without a clean end: {silent or 'none'}; "
+            f"see {run_dir / 'logs' / 'launcher.log'}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,186 @@
+"""What the PyTorch and TensorFlow training programs share: arguments, learning-rate rules,
+per-rank logging, metrics and status files.
+
+Each rank is one process started by ``horovodrun`` (laptop) or by the batch system's MPI
+launcher (clusters), e.g. ``python -m workshop.train.torch --run-dir DIR --dataset mnist``.
+Rank 0 alone prints to the console and writes ``metrics.jsonl`` and ``summary.json``; every rank
+writes ``logs/rank.N.log`` and, when it ends, ``logs/rank.N.status`` (``ok`` or ``failed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+LR_SCALINGS = ("none", "linear", "sqrt")
+# Sample the process start as early as possible: init time is measured from here.
+PROCESS_START = time.time()
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    """Arguments of one training rank (the launcher passes them through)."""
+    parser = argparse.ArgumentParser(prog=prog, description="One Horovod training rank.")
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--dataset", default="mnist", choices=("mnist", "cifar10", "materials"))
+    parser.add_argument("--data", default="subset", choices=("full", "subset", "synthetic"))
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32, help="per worker")
+    parser.add_argument("--lr", type=float, default=0.01, help="LR at the base batch size")
+    parser.add_argument("--base-batch-size", type=int, default=None)
+    parser.add_argument("--lr-scaling", default="linear", choices=LR_SCALINGS)
+    parser.add_argument("--warmup-epochs", type=float, default=0.0)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--steps-per-epoch", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--threads", type=int, default=None, help="compute threads per rank")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    return parser
+
+
+def scaled_lr(lr: float, global_batch: int, base_batch: int, rule: str) -> float:
+    """Learning rate for a global batch, from the LR that suits ``base_batch``.
+
+    ``linear`` (Goyal et al. 2017): lr * k with k = global_batch / base_batch;
+    ``sqrt`` (Krizhevsky 2014): lr * sqrt(k); ``none``: lr unchanged.
+
+    >>> scaled_lr(0.01, 256, 32, "linear"), scaled_lr(0.01, 128, 32, "sqrt")
+    (0.08, 0.02)
+    """
+    if rule not in LR_SCALINGS:
+        raise ValueError(f"unknown LR scaling {rule!r}; choose one of {', '.join(LR_SCALINGS)}")
+    k = global_batch / base_batch
+    return {"none": lr, "linear": lr * k, "sqrt": lr * math.sqrt(k)}[rule]
+
+
+def lr_at(step: int, steps_per_epoch: int, base_lr: float, target_lr: float,
+          warmup_epochs: float) -> float:
+    """Gradual warmup (Goyal et al. 2017): from ``base_lr`` linearly to ``target_lr`` over
+    ``warmup_epochs`` epochs, counted in steps; ``target_lr`` afterwards.
+
+    >>> lr_at(0, 10, 0.01, 0.08, 1.0), lr_at(5, 10, 0.01, 0.08, 1.0), lr_at(10, 10, 0.01, 0.08, 1)
+    (0.01, 0.045, 0.08)
+    """
+    warmup_steps = warmup_epochs * steps_per_epoch
+    if step >= warmup_steps:
+        return target_lr
+    return base_lr + (target_lr - base_lr) * step / warmup_steps
+
+
+RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def env_rank() -> int:
+    """This process's rank as the launcher announced it (known before ``hvd.init()``, so a
+    failure during start-up is still logged under the right rank)."""
+    for name in RANK_VARS:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def inject_fault(rank: int) -> None:
+    """Fault injection for the failure-handling lesson and tests: the rank named by
+    ``WORKSHOP_FAIL_RANK`` raises, so learners see how a crashed rank is reported."""
+    if os.environ.get("WORKSHOP_FAIL_RANK") == str(rank):
+        raise RuntimeError(f"fault injected on rank {rank} (WORKSHOP_FAIL_RANK={rank})")
+
+
+def threads_per_rank(local_size: int, requested: int | None) -> int:
+    """Compute threads per rank so ``local_size`` ranks do not oversubscribe the cores."""
+    if requested:
+        return requested
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // max(1, local_size))
+
+
+def shard_indices(n: int, rank: int, size: int, epoch: int, seed: int) -> np.ndarray:
+    """This rank's sample indices for one epoch: one permutation shared by all ranks (same
+    seed and epoch), every ``size``-th element from ``rank`` (like torch's DistributedSampler)."""
+    order = np.random.default_rng(seed + epoch).permutation(n)
+    return order[rank::size]
+
+
+class RankIO:
+    """Per-rank log file, rank-0-only console, and the run directory's result files."""
+
+    def __init__(self, run_dir: Path, rank: int):
+        self.run_dir = run_dir
+        self.rank = rank
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.log = (run_dir / "logs" / f"rank.{rank}.log").open("a", buffering=1)
+
+    def print(self, message: str) -> None:
+        """Log a line; rank 0 also prints it."""
+        self.log.write(message + "\n")
+        if self.rank == 0:
+            print(message, flush=True)
+
+    def write_epoch(self, record: dict) -> None:
+        if self.rank == 0:
+            with (self.run_dir / "metrics.jsonl").open("a") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    def write_summary(self, summary: dict) -> None:
+        if self.rank == 0:
+            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+    def finish(self, status: str) -> None:
+        (self.run_dir / "logs" / f"rank.{self.rank}.status").write_text(status + "\n")
+        self.log.close()
+
+
+def run_rank(rank: int, run_dir: Path, body: Callable[[RankIO], None]) -> int:
+    """Run ``body`` for one rank, recording ``ok`` or ``failed`` (with the traceback in the
+    rank's log) so the launcher can name the rank that crashed."""
+    rank_io = RankIO(run_dir, rank)
+    try:
+        body(rank_io)
+    except BaseException as exc:
+        rank_io.log.write(traceback.format_exc())
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        rank_io.finish(status)
+        print(f"[rank {rank}] {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 130 if status == "interrupted" else 1
+    rank_io.finish("ok")
+    return 0
+
+
+def epoch_record(epoch: int, *, train_time_s: float, test_time_s: float, steps: int,
+                 samples: int, train_loss: float, train_accuracy: float, test_loss: float,
+                 test_accuracy: float, lr: float, elapsed_s: float) -> dict:
+    """One line of metrics.jsonl (see docs/run-directory.md)."""
+    return {
+        "epoch": epoch,
+        "train_time_s": round(train_time_s, 6),
+        "test_time_s": round(test_time_s, 6),
+        "epoch_time_s": round(train_time_s + test_time_s, 6),
+        "samples_per_s": round(samples / train_time_s, 3) if train_time_s > 0 else None,
+        "steps": steps,
+        "samples": samples,
+        "train_loss": train_loss,
+        "train_accuracy": train_accuracy,
+        "test_loss": test_loss,
+        "test_accuracy": test_accuracy,
+        "lr": lr,
+        "elapsed_s": round(elapsed_s, 6),
+    }
+
+
+def format_epoch(record: dict, task: str) -> str:
+    """The console line of an epoch, in the style of seed 000's logs."""
+    metric = "R2" if task == "regression" else "acc"
+    return (
+        f"Epoch {record['epoch']}:  training {record['train_time_s']:.3f}(s) - "
+        f"testing {record['test_time_s']:.3f}(s)  loss {record['train_loss']:.4f}  "
+        f"test {metric} {record['test_accuracy']:.4f}  {record['samples_per_s']:.0f} samples/s  "
+        f"lr {record['lr']:.5g}"
+    )
