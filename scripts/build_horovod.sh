@@ -79,7 +79,7 @@ EOF
     while kill -0 "$build_pid" 2>/dev/null; do
         sleep 60
         kill -0 "$build_pid" 2>/dev/null || break
-        last=$(grep -E '^\[ *[0-9]+%\]' "$log" | tail -n 1 || true)
+        last=$(grep -E '\[ *[0-9]+%\]' "$log" | tail -n 1 || true)
         echo "[horovod] still compiling... ${last:-(configuring)}"
     done
     if ! wait "$build_pid"; then
