@@ -1,0 +1,180 @@
+"""A communication model that predicts scaling: ring allreduce with latency alpha and
+bandwidth B (the "alpha-beta" model).
+
+Ring allreduce of ``m`` bytes over N workers is a reduce-scatter plus an allgather: 2(N-1)
+steps, each sending one message of m/N bytes, so::
+
+    t(N, m) = 2 (N - 1) alpha + 2 (N - 1) / N * m / B
+
+alpha is the per-message latency (s), B the link bandwidth (bytes/s); beta = 1/B is the time
+per byte. The first term grows with N (latency-bound: many small tensors, seed 001's 8-byte
+negotiation allreduces), the second tends to 2 m / B (bandwidth-optimal, but not
+latency-optimal: seed 003).
+
+Fitting: every allreduce measured in a Horovod timeline gives one (N, m, t) point; t is linear
+in (alpha, beta) with regressors 2(N-1) and 2(N-1)/N * m, so a least-squares fit gives both.
+With one N only (this 2-core machine: N = 2) the fit still separates alpha from beta through
+the spread of message sizes. The prediction for larger N then assumes the same links, which is
+optimistic where N crosses a node boundary (seed 003's "bump at 9 GPUs").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def ring_allreduce_time_s(
+    n: int | np.ndarray, nbytes: float | np.ndarray, alpha_s: float, bandwidth_bytes_per_s: float
+) -> np.ndarray | float:
+    """Time of one ring allreduce of ``nbytes`` over ``n`` workers (0 for n = 1).
+
+    >>> round(ring_allreduce_time_s(4, 4e6, 10e-6, 1e9) * 1e3, 3)  # 60 us + 6 ms
+    6.06
+    """
+    n = np.asarray(n, dtype=float)
+    return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * np.asarray(nbytes) / bandwidth_bytes_per_s
+
+
+def fit_alpha_beta(ops: pd.DataFrame) -> dict:
+    """Fit alpha (latency) and B (bandwidth) of the ring model to measured allreduces.
+
+    Args:
+        ops: one row per allreduce operation (a fused batch counts once) with ``np`` (workers),
+            ``bytes`` (message size: the summed size of the fused tensors) and ``dur_us``
+            (duration of the collective itself, e.g. the timeline's ``MPI_ALLREDUCE`` /
+            ``GLOO_ALLREDUCE`` activity). Rows with np < 2 are ignored.
+
+    Returns:
+        ``alpha_us``, ``bandwidth_bytes_per_s`` (inf if no size dependence is measurable),
+        ``beta_ns_per_byte``, ``r2`` (of the fitted durations), ``ops`` (points used),
+        ``nps`` (sorted worker counts seen), ``bytes_min``, ``bytes_max``. Both coefficients
+        are constrained to be >= 0 (the other one is refitted alone when one would go negative).
+
+    Raises:
+        ValueError: if a column is missing, fewer than 3 usable points remain, or all messages
+            have the same size and only one N was measured (alpha and B cannot be separated).
+    """
+    missing = [c for c in ("np", "bytes", "dur_us") if c not in ops.columns]
+    if missing:
+        raise ValueError(f"fit_alpha_beta: the input DataFrame has no column(s) {missing}")
+    d = ops[(ops["np"] >= 2) & np.isfinite(ops["dur_us"]) & (ops["bytes"] > 0)]
+    if len(d) < 3:
+        raise ValueError(f"fit_alpha_beta: need >= 3 allreduces with np >= 2, got {len(d)}")
+    n = d["np"].to_numpy(dtype=float)
+    m = d["bytes"].to_numpy(dtype=float)
+    t = d["dur_us"].to_numpy(dtype=float) * 1e-6
+    x_alpha = 2 * (n - 1)
+    x_beta = 2 * (n - 1) / n * m
+    if np.unique(n).size == 1 and np.unique(m).size == 1:
+        raise ValueError(
+            "fit_alpha_beta: one message size at one N: alpha and B are not separable"
+        )
+    design = np.column_stack([x_alpha, x_beta])
+    (alpha, beta), *_ = np.linalg.lstsq(design, t, rcond=None)
+    if beta < 0:
+        beta = 0.0
+        alpha = float(x_alpha @ t / (x_alpha @ x_alpha))
+    if alpha < 0:
+        alpha = 0.0
+        beta = float(x_beta @ t / (x_beta @ x_beta))
+    fitted = alpha * x_alpha + beta * x_beta
+    ss_tot = float(((t - t.mean()) ** 2).sum())
+    r2 = 1.0 - float(((t - fitted) ** 2).sum()) / ss_tot if ss_tot > 0 else math.nan
+    return {
+        "alpha_us": float(alpha) * 1e6,
+        "bandwidth_bytes_per_s": math.inf if beta == 0 else 1.0 / float(beta),
+        "beta_ns_per_byte": float(beta) * 1e9,
+        "r2": r2,
+        "ops": int(len(d)),
+        "nps": sorted(int(v) for v in np.unique(n)),
+        "bytes_min": float(m.min()),
+        "bytes_max": float(m.max()),
+    }
+
+
+def predict_scaling(
+    fit: dict,
+    *,
+    compute_time_s: float,
+    bytes_per_step: float,
+    allreduces_per_step: float,
+    batch_size: int,
+    nps: list[int] | np.ndarray = (1, 2, 4, 8, 16, 32),
+    overlap: float = 0.0,
+) -> pd.DataFrame:
+    """Predict step time, throughput and speedup for more workers (per-worker batch fixed).
+
+    A step is the one-worker compute time plus the gradient allreduces, of which a fraction
+    ``overlap`` hides behind the backward pass (0 = none, Horovod on CPU overlaps little)::
+
+        step(N) = compute + (1 - overlap) * k * t(N, bytes_per_step / k)
+
+    with k allreduces per step (after tensor fusion) sharing the gradient bytes equally.
+
+    Args:
+        fit: from :func:`fit_alpha_beta` (``alpha_us``, ``bandwidth_bytes_per_s``).
+        compute_time_s: step time of one worker (no communication), s.
+        bytes_per_step: gradient bytes allreduced per step (4 x parameters for float32).
+        allreduces_per_step: allreduce operations per step after fusion (>= 1).
+        batch_size: per-worker batch size.
+        nps: worker counts to predict.
+        overlap: fraction of communication hidden behind compute, in [0, 1].
+
+    Returns:
+        One row per N: ``np``, ``comm_time_s``, ``step_time_s``, ``samples_per_s``,
+        ``speedup``, ``efficiency``, ``comm_share`` (of the step).
+
+    Raises:
+        ValueError: for a non-positive compute time or allreduce count, or overlap outside
+            [0, 1].
+    """
+    if compute_time_s <= 0 or allreduces_per_step < 1 or not 0 <= overlap <= 1:
+        raise ValueError(
+            "predict_scaling: need compute_time_s > 0, allreduces_per_step >= 1, 0 <= overlap <= 1"
+        )
+    n = np.asarray(nps, dtype=float)
+    per_op = ring_allreduce_time_s(
+        n,
+        bytes_per_step / allreduces_per_step,
+        fit["alpha_us"] * 1e-6,
+        fit["bandwidth_bytes_per_s"],
+    )
+    comm = (1.0 - overlap) * allreduces_per_step * per_op
+    step = compute_time_s + comm
+    rate = n * batch_size / step
+    base = batch_size / compute_time_s
+    return pd.DataFrame(
+        {
+            "np": n.astype(int),
+            "comm_time_s": comm,
+            "step_time_s": step,
+            "samples_per_s": rate,
+            "speedup": rate / base,
+            "efficiency": rate / base / n,
+            "comm_share": comm / step,
+        }
+    )
+
+
+def compare_prediction(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Put predicted and measured throughput speedups side by side.
+
+    Args:
+        predicted: from :func:`predict_scaling`.
+        measured: with ``np`` and ``speedup_throughput`` (e.g. from
+            :func:`workshop.analysis.scaling.speedup_table`).
+
+    Returns:
+        ``np``, ``speedup_predicted``, ``speedup_measured`` (NaN where not measured),
+        ``error`` (predicted / measured - 1).
+    """
+    out = predicted[["np", "speedup"]].rename(columns={"speedup": "speedup_predicted"})
+    meas = measured[["np", "speedup_throughput"]].rename(
+        columns={"speedup_throughput": "speedup_measured"}
+    )
+    out = out.merge(meas, on="np", how="outer").sort_values("np").reset_index(drop=True)
+    out["error"] = out["speedup_predicted"] / out["speedup_measured"] - 1.0
+    return out

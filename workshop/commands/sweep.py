@@ -1,0 +1,190 @@
+"""``workshop sweep``: a grid of real runs (workers, batch sizes, LR rules, ...) in one folder.
+
+Options that take several values span the grid; every combination is one run directory under
+the sweep directory. Running the same command again resumes: finished points are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from workshop.launch.run import CONTROLLERS, FRAMEWORKS, RunConfig
+from workshop.paths import runs_dir
+
+# option dest -> type, for the options that can take several values (the grid)
+GRID_OPTIONS = {
+    "framework": str,
+    "dataset": str,
+    "np": int,
+    "batch_size": int,
+    "lr": float,
+    "base_batch_size": int,
+    "lr_scaling": str,
+    "warmup_epochs": float,
+    "fusion_threshold_mb": float,
+    "cycle_time_ms": float,
+    "seed": int,
+}
+
+
+def register(subparsers) -> None:
+    defaults = RunConfig()
+    parser = subparsers.add_parser(
+        "sweep",
+        help="run a grid of real runs (np, batch size, LR rule, ...) into one sweep folder",
+        description="Run every combination of the given values as a real Horovod run, each in "
+        "its own run directory under one sweep directory, with a progress bar and a summary "
+        "table. Options marked [grid] take several values. Run the same command again to "
+        "resume: finished points are skipped. Example: workshop sweep --np 1 2 "
+        "--batch-size 32 256 --lr-scaling none linear --epochs 3 --steps-per-epoch 40",
+    )
+    add = parser.add_argument
+    add(
+        "--framework",
+        nargs="+",
+        default=[defaults.framework],
+        choices=tuple(FRAMEWORKS),
+        help="[grid]",
+    )
+    add(
+        "--dataset",
+        nargs="+",
+        default=[defaults.dataset],
+        choices=("mnist", "cifar10", "materials"),
+        help="[grid]",
+    )
+    add("-np", "--np", nargs="+", type=int, default=[1, 2], help="[grid] worker counts")
+    add(
+        "--batch-size",
+        nargs="+",
+        type=int,
+        default=[defaults.batch_size],
+        help="[grid] per worker",
+    )
+    add(
+        "--lr",
+        nargs="+",
+        type=float,
+        default=[defaults.lr],
+        help="[grid] learning rate that suits --base-batch-size",
+    )
+    add(
+        "--base-batch-size",
+        nargs="+",
+        type=int,
+        default=[None],
+        help="[grid] batch size --lr suits (default: each point's own batch size)",
+    )
+    add(
+        "--lr-scaling",
+        nargs="+",
+        default=[defaults.lr_scaling],
+        choices=("none", "linear", "sqrt"),
+        help="[grid]",
+    )
+    add("--warmup-epochs", nargs="+", type=float, default=[defaults.warmup_epochs], help="[grid]")
+    add("--fusion-threshold-mb", nargs="+", type=float, default=[None], help="[grid]")
+    add("--cycle-time-ms", nargs="+", type=float, default=[None], help="[grid]")
+    add("--seed", nargs="+", type=int, default=[defaults.seed], help="[grid]")
+    add("--controller", default=defaults.controller, choices=CONTROLLERS)
+    add("--epochs", type=int, default=defaults.epochs)
+    add("--steps-per-epoch", type=int, default=None, help="cap on steps per epoch")
+    add("--data", default=defaults.data, choices=("auto", "full", "subset", "synthetic"))
+    add("--device", default=defaults.device, choices=("auto", "cpu", "cuda"))
+    add("--threads-per-rank", type=int, default=None)
+    add("--timeline", action="store_true", help="write a timeline per run (off by default)")
+    add("--mark-cycles", action="store_true")
+    add("--autotune", action="store_true", help="Horovod autotune, log in autotune.csv")
+    add(
+        "--oversubscribe",
+        action="store_true",
+        help="allow np above this machine's core count (recorded; timings mislead)",
+    )
+    add(
+        "--out",
+        type=Path,
+        default=None,
+        help="sweep directory (default runs/sweep-<UTC time>); an existing one is resumed",
+    )
+    add(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="re-run the grid recorded in DIR/sweep.json, skipping finished points",
+    )
+    add("--dry-run", action="store_true", help="list the points and exit")
+    add("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=main)
+
+
+def grid_from_args(args: argparse.Namespace) -> tuple[RunConfig, dict[str, list]]:
+    """The base configuration and the grid an argument namespace describes."""
+    grid = {key: list(dict.fromkeys(getattr(args, key))) for key in GRID_OPTIONS}
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    single = {k: v for k, v in vars(args).items() if k in fields and k not in GRID_OPTIONS}
+    base = RunConfig(**single)
+    return base, grid
+
+
+def _from_manifest(sweep_dir: Path) -> tuple[RunConfig, dict[str, list]]:
+    path = sweep_dir / "sweep.json"
+    if not path.exists():
+        raise ValueError(f"{path}: missing; is {sweep_dir} a sweep directory?")
+    manifest = json.loads(path.read_text())
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    base = RunConfig(**{k: v for k, v in manifest["base"].items() if k in fields})
+    return base, manifest["grid"]
+
+
+def main(args: argparse.Namespace) -> int:
+    from workshop.launch.sweep import check_points, expand_grid, run_sweep
+
+    if args.resume:
+        sweep_dir = args.resume
+        try:
+            base, grid = _from_manifest(sweep_dir)
+        except ValueError as exc:
+            print(f"workshop sweep: {exc}", file=sys.stderr)
+            return 2
+    else:
+        base, grid = grid_from_args(args)
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        sweep_dir = args.out or runs_dir() / f"sweep-{stamp}"
+    cores = os.cpu_count() or 1
+    try:
+        points = expand_grid(base, grid)
+        check_points(points)
+    except ValueError as exc:
+        print(f"workshop sweep: {exc}", file=sys.stderr)
+        return 2
+    note = f"this machine has {cores} cores"
+    if base.oversubscribe and max(grid["np"]) > cores:
+        note += f"; np up to {max(grid['np'])} OVERSUBSCRIBED (ranks share cores)"
+    print(f"sweep of {len(points)} runs into {sweep_dir} ({note})")
+    if args.dry_run:
+        for name, _ in points:
+            print(f"  {name}")
+        return 0
+    try:
+        summary = run_sweep(
+            sweep_dir, base, grid, command=["workshop", *sys.argv[1:]], progress=not args.quiet
+        )
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; run the same command again to resume ({sweep_dir})")
+        return 130
+    with_pandas_width = summary.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    print(with_pandas_width)
+    counts = summary["status"].value_counts().to_dict()
+    print(
+        f"{counts.get('ok', 0)} ran, {counts.get('skipped', 0)} already done, "
+        f"{counts.get('failed', 0)} failed ({note}). "
+        f"Analyse with: workshop scaling report {sweep_dir}"
+    )
+    return 1 if counts.get("failed") else 0

@@ -1,0 +1,277 @@
+"""Run a grid of real runs (``workshop sweep``) into one sweep directory, resumably.
+
+The sweep directory holds one run directory per grid point and ``sweep.json``, the manifest::
+
+    {"schema": 1, "created_at": ..., "updated_at": ..., "command": [...],
+     "host": {"hostname": ..., "cores": 2}, "oversubscribe": false,
+     "grid": {"np": [1, 2], "batch_size": [32, 256]}, "base": {<RunConfig fields>},
+     "points": [{"name": "p00-np1-bs32", "config": {...}, "status": "ok" | "failed" |
+                 "interrupted" | "pending", "run": "<run directory name>" | null,
+                 "duration_s": 12.3, "error": null}, ...]}
+
+A point is finished when a run directory in the sweep folder has run.json ``status: ok`` and
+the same configuration; running the same sweep again skips it (so an interrupted sweep resumes
+where it stopped, and failed points are retried in a new run directory; the failed one stays).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from workshop.launch.run import RunConfig, RunError, launch
+
+# Grid keys and the short labels used in run directory names.
+GRID_LABELS = {
+    "framework": "",
+    "dataset": "",
+    "np": "np",
+    "batch_size": "bs",
+    "lr": "lr",
+    "base_batch_size": "base",
+    "lr_scaling": "lr",
+    "warmup_epochs": "wu",
+    "fusion_threshold_mb": "fus",
+    "cycle_time_ms": "cyc",
+    "controller": "",
+    "seed": "seed",
+}
+
+
+def _label(key: str, value) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{GRID_LABELS.get(key, key)}{text}"
+
+
+def expand_grid(base: RunConfig, grid: dict[str, list]) -> list[tuple[str, RunConfig]]:
+    """Every combination of the grid values applied to ``base``, with a run name for each.
+
+    Args:
+        base: the configuration shared by all points.
+        grid: RunConfig field -> list of values (keys of one value still vary nothing).
+
+    Returns:
+        ``[(name, config), ...]`` in grid order; names look like ``p03-np2-bs64-lrlinear-wu1``
+        (only the keys that take several values appear).
+
+    Raises:
+        ValueError: for a key that is not a RunConfig field or an empty value list.
+    """
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    for key, values in grid.items():
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ValueError(f"sweep grid: {key!r} is not a run option ({known})")
+        if not values:
+            raise ValueError(f"sweep grid: no values for {key!r}")
+    keys = list(grid)
+    varying = [k for k in keys if len(grid[k]) > 1]
+    points = []
+    for index, combo in enumerate(itertools.product(*(grid[k] for k in keys))):
+        values = dict(zip(keys, combo, strict=True))
+        config = dataclasses.replace(base, **values)
+        name = "-".join([f"p{index:02d}"] + [_label(k, values[k]) for k in varying])
+        points.append((name, config))
+    return points
+
+
+def check_points(points: list[tuple[str, RunConfig]]) -> None:
+    """Validate every point before anything runs, so a sweep does not fail half-way.
+
+    Raises:
+        ValueError: listing every point that cannot run and why (e.g. np above this machine's
+            core count without ``oversubscribe``).
+    """
+    problems = []
+    for name, config in points:
+        try:
+            config.validate()
+        except ValueError as exc:
+            problems.append(f"  {name}: {exc}")
+    if problems:
+        cores = os.cpu_count() or 1
+        raise ValueError(
+            f"{len(problems)} of {len(points)} sweep points cannot run on this machine "
+            f"({cores} cores):\n" + "\n".join(problems)
+        )
+
+
+def _config_matches(recorded: dict, wanted: dict) -> bool:
+    return all(recorded.get(key) == value for key, value in wanted.items())
+
+
+def finished_runs(sweep_dir: Path) -> list[tuple[str, dict]]:
+    """(run directory name, config) of every run in ``sweep_dir`` whose status is ok."""
+    done = []
+    for run_json in sorted(Path(sweep_dir).glob("*/run.json")):
+        try:
+            record = json.loads(run_json.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # a broken run directory is simply not finished
+        if record.get("status") == "ok":
+            done.append((run_json.parent.name, record.get("config", {})))
+    return done
+
+
+def _write_manifest(path: Path, manifest: dict) -> None:
+    manifest["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def run_sweep(
+    sweep_dir: str | Path,
+    base: RunConfig,
+    grid: dict[str, list],
+    *,
+    command: list[str] | None = None,
+    progress: bool = True,
+    launcher: Callable[..., Path] = launch,
+) -> pd.DataFrame:
+    """Run every grid point not yet finished, into ``sweep_dir``; write ``sweep.json``.
+
+    Points are validated first (nothing starts if one cannot run). A failed point is recorded
+    and the sweep goes on; Ctrl-C stops after recording the interrupted point.
+
+    Args:
+        sweep_dir: the sweep directory (created if needed; an existing one is resumed).
+        base: configuration shared by all points (``oversubscribe`` included).
+        grid: RunConfig field -> values.
+        command: the user-level command line to record (default ``sys.argv``).
+        progress: show a tqdm progress bar.
+        launcher: the function that runs one point (``workshop.launch.run.launch``; tests
+            pass a stand-in).
+
+    Returns:
+        The summary: one row per point with ``point``, the varying grid keys, ``status``
+        (``ok``, ``skipped`` = finished earlier, ``failed``, ``interrupted``, ``pending``),
+        ``run`` (directory name), ``duration_s``, ``final_test_accuracy``,
+        ``samples_per_s`` (median over epochs >= 2).
+
+    Raises:
+        ValueError: if a point cannot run here (see :func:`check_points`).
+        KeyboardInterrupt: re-raised after the manifest is written.
+    """
+    from tqdm.auto import tqdm
+
+    sweep_dir = Path(sweep_dir)
+    points = expand_grid(base, grid)
+    check_points(points)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    manifest_path = sweep_dir / "sweep.json"
+    manifest = {
+        "schema": 1,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command or [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "host": {"hostname": socket.gethostname(), "cores": os.cpu_count()},
+        "oversubscribe": base.oversubscribe,
+        "grid": grid,
+        "base": dataclasses.asdict(base),
+        "points": [],
+    }
+    if manifest_path.exists():
+        previous = json.loads(manifest_path.read_text())
+        manifest["created_at"] = previous.get("created_at", manifest["created_at"])
+        manifest["history"] = previous.get("history", []) + [previous.get("command")]
+    done = finished_runs(sweep_dir)
+    entries = []
+    for name, config in points:
+        wanted = dataclasses.asdict(config)
+        match = next((run for run, recorded in done if _config_matches(recorded, wanted)), None)
+        entries.append(
+            {
+                "name": name,
+                "config": wanted,
+                "status": "skipped" if match else "pending",
+                "run": match,
+                "duration_s": None,
+                "error": None,
+            }
+        )
+    manifest["points"] = entries
+    _write_manifest(manifest_path, manifest)
+
+    todo = [(entry, config) for entry, (_, config) in zip(entries, points, strict=True)]
+    todo = [(e, c) for e, c in todo if e["status"] == "pending"]
+    bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or not todo)
+    try:
+        for entry, config in todo:
+            bar.set_postfix_str(entry["name"])
+            start = time.perf_counter()
+            try:
+                run_dir = launcher(
+                    config, out_dir=sweep_dir, name=entry["name"], quiet=True, command=command
+                )
+                entry["status"] = "ok"
+                entry["run"] = Path(run_dir).name
+            except RunError as exc:
+                entry["status"] = "failed"
+                entry["error"] = str(exc)
+                entry["run"] = _newest_run(sweep_dir, entry["name"])
+                bar.write(f"{entry['name']}: FAILED: {exc}")
+            except KeyboardInterrupt:
+                entry["status"] = "interrupted"
+                entry["run"] = _newest_run(sweep_dir, entry["name"])
+                raise
+            finally:
+                entry["duration_s"] = round(time.perf_counter() - start, 3)
+                _write_manifest(manifest_path, manifest)
+                bar.update(1)
+    finally:
+        bar.close()
+    return summarize(sweep_dir, manifest)
+
+
+def _newest_run(sweep_dir: Path, name: str) -> str | None:
+    candidates = sorted(
+        (p for p in sweep_dir.glob(f"{name}*") if (p / "run.json").exists()),
+        key=lambda p: p.stat().st_mtime,
+    )
+    return candidates[-1].name if candidates else None
+
+
+def summarize(sweep_dir: str | Path, manifest: dict | None = None) -> pd.DataFrame:
+    """The sweep's summary table (see :func:`run_sweep`), from its manifest and run folders.
+
+    Raises:
+        FileNotFoundError: if the folder has no sweep.json and no manifest is given.
+    """
+    from workshop.io.runs import read_metrics, read_summary
+
+    sweep_dir = Path(sweep_dir)
+    if manifest is None:
+        path = sweep_dir / "sweep.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: missing; is {sweep_dir} a sweep directory?")
+        manifest = json.loads(path.read_text())
+    varying = [k for k, v in manifest.get("grid", {}).items() if len(v) > 1]
+    rows = []
+    for entry in manifest["points"]:
+        row = {"point": entry["name"]}
+        row |= {k: entry["config"].get(k) for k in varying}
+        row |= {"status": entry["status"], "run": entry["run"], "duration_s": entry["duration_s"]}
+        accuracy = rate = float("nan")
+        if entry["run"] and (sweep_dir / entry["run"]).is_dir():
+            metrics = read_metrics(sweep_dir / entry["run"])
+            summary = read_summary(sweep_dir / entry["run"]) or {}
+            if len(metrics):
+                steady = metrics.iloc[1:] if len(metrics) > 1 else metrics
+                rate = float(pd.to_numeric(steady["samples_per_s"]).median())
+                accuracy = float(metrics["test_accuracy"].iloc[-1])
+            accuracy = summary.get("final_test_accuracy", accuracy)
+            if row["duration_s"] is None:
+                row["duration_s"] = summary.get("total_time_s")
+        row |= {"final_test_accuracy": accuracy, "samples_per_s": rate}
+        rows.append(row)
+    return pd.DataFrame(rows)
