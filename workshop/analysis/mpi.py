@@ -1,0 +1,562 @@
+"""What an MPI profile (:class:`workshop.io.mpitrace.MpiProfile`) says about a Horovod run.
+
+* :func:`comm_fraction`: the share of each rank's run time spent inside MPI.
+* :func:`dominant_routine` and :func:`routine_table`: where that time goes.
+* :func:`negotiation_signature`: Horovod's controller agrees, every cycle, on which tensors all
+  ranks have ready with tiny (8-byte) ``MPI_Allreduce`` calls of a bit vector; gradients, when
+  they go through MPI, are the large ones. Many small allreduces and few large ones is the
+  signature of the MPI controller; no large ones means the gradients go another way (NCCL on
+  GPUs, Gloo).
+* :func:`load_imbalance`: the spread of communication time over the ranks. The rank with the
+  *least* time in MPI is typically the slowest to compute: the others wait for it inside MPI.
+* :func:`message_size_bins`: the message-size distribution on power-of-two bins.
+* :func:`compare_profiles` / :func:`compare_summary`: two runs side by side.
+* :func:`profile_summary` and :func:`diagnose`: the numbers and words of ``workshop mpi``.
+
+All functions are pure: DataFrames and dicts in, DataFrames, dicts and strings out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from workshop.io.mpitrace import MpiProfile
+
+#: Allreduces of at most this many bytes count as negotiation (Horovod's bit vectors).
+SMALL_BYTES = 16
+ALLREDUCE = "MPI_Allreduce"
+
+
+def _default_rank(profile: MpiProfile, rank: int | None) -> int:
+    ranks = profile.ranks
+    if rank is None:
+        return 0 if 0 in ranks else ranks[0]
+    if rank not in ranks:
+        raise ValueError(
+            f"job {profile.jobid}: no profile file for rank {rank} (ranks with a file: "
+            f"{', '.join(map(str, ranks))})"
+        )
+    return rank
+
+
+def routine_table(profile: MpiProfile, rank: int | None = None) -> pd.DataFrame:
+    """The routine table of one rank, with shares.
+
+    Args:
+        profile: the job's profile.
+        rank: the rank (default: 0, or the lowest rank with a file).
+
+    Returns:
+        DataFrame sorted by time, largest first: ``routine``, ``calls``, ``avg_bytes``,
+        ``time_s``, ``bytes`` (calls x average bytes), ``time_share`` (of the rank's summed
+        routine time, 0..1), ``call_share`` (of its calls, 0..1).
+    """
+    rank = _default_rank(profile, rank)
+    table = profile.routines[profile.routines["rank"] == rank]
+    table = table[["routine", "calls", "avg_bytes", "time_s"]].copy()
+    table["bytes"] = table["calls"] * table["avg_bytes"]
+    total_time = table["time_s"].sum()
+    total_calls = table["calls"].sum()
+    table["time_share"] = table["time_s"] / total_time if total_time > 0 else 0.0
+    table["call_share"] = table["calls"] / total_calls if total_calls > 0 else 0.0
+    return table.sort_values(["time_s", "calls"], ascending=False).reset_index(drop=True)
+
+
+def comm_fraction(profile: MpiProfile) -> pd.DataFrame:
+    """Time in MPI against run time, per rank.
+
+    Every rank of the all-task table of rank 0's file (when there is one), with the totals of
+    each rank's own file where it has one (they have more digits).
+
+    Args:
+        profile: the job's profile.
+
+    Returns:
+        DataFrame by rank: ``rank``, ``comm_s``, ``elapsed_s`` (MPI_Init to MPI_Finalize,
+        seconds), ``comm_fraction`` (0..1), ``has_file`` (bool), ``source`` (``file`` or
+        ``tasks``: where the numbers come from).
+    """
+    files = profile.files.set_index("rank")[["comm_s", "elapsed_s"]].astype("float64")
+    if len(profile.tasks):
+        frame = profile.tasks[["taskid", "comm_s", "elapsed_s"]].rename(columns={"taskid": "rank"})
+        frame = frame.astype({"comm_s": "float64", "elapsed_s": "float64"}).set_index("rank")
+        frame["source"] = "tasks"
+        # a file's own totals have more digits than the all-task table
+        usable = files.dropna().index
+        frame.loc[frame.index.intersection(usable), ["comm_s", "elapsed_s"]] = files
+        frame.loc[frame.index.intersection(usable), "source"] = "file"
+    else:
+        frame = files.copy()
+        frame["source"] = "file"
+    frame = frame.reset_index()
+    elapsed = frame["elapsed_s"].where(frame["elapsed_s"] > 0)
+    frame["comm_fraction"] = frame["comm_s"] / elapsed
+    frame["has_file"] = frame["rank"].isin(set(profile.ranks))
+    frame = frame[["rank", "comm_s", "elapsed_s", "comm_fraction", "has_file", "source"]]
+    return frame.sort_values("rank").reset_index(drop=True)
+
+
+def dominant_routine(profile: MpiProfile, rank: int | None = None) -> dict[str, object]:
+    """The routine with the most time on one rank.
+
+    Args:
+        profile: the job's profile.
+        rank: the rank (default: 0, or the lowest rank with a file).
+
+    Returns:
+        ``{"rank", "routine", "calls", "avg_bytes", "time_s", "time_share"}``; ``routine`` is
+        None when the rank's routine table is empty.
+    """
+    rank = _default_rank(profile, rank)
+    table = routine_table(profile, rank)
+    if table.empty:
+        return {
+            "rank": rank,
+            "routine": None,
+            "calls": 0,
+            "avg_bytes": math.nan,
+            "time_s": 0.0,
+            "time_share": math.nan,
+        }
+    top = table.iloc[0]
+    return {
+        "rank": rank,
+        "routine": str(top["routine"]),
+        "calls": int(top["calls"]),
+        "avg_bytes": float(top["avg_bytes"]),
+        "time_s": float(top["time_s"]),
+        "time_share": float(top["time_share"]),
+    }
+
+
+def negotiation_signature(
+    profile: MpiProfile, rank: int | None = None, small_bytes: float = SMALL_BYTES
+) -> dict[str, object]:
+    """Small (negotiation) against large (gradient) ``MPI_Allreduce`` calls on one rank.
+
+    Reads the rank's message-size distribution of MPI_Allreduce: bins whose average is at most
+    ``small_bytes`` are small. Without a distribution (a file cut short), the routine table
+    decides: all calls small if their average is at most ``small_bytes``, else unknown (NaN).
+
+    Args:
+        profile: the job's profile.
+        rank: the rank (default: 0, or the lowest rank with a file).
+        small_bytes: the bound for small calls, bytes.
+
+    Returns:
+        ``rank``, ``source`` (``message sizes``, ``routine table`` or ``none``),
+        ``allreduce_calls``, ``allreduce_time_s``, ``small_calls``, ``small_time_s``,
+        ``small_bytes`` (bytes moved by small calls), ``large_calls``, ``large_time_s``,
+        ``large_bytes``, ``allreduce_avg_bytes``, ``small_call_share`` and
+        ``small_time_share`` (0..1, NaN without allreduces), ``threshold_bytes``.
+    """
+    rank = _default_rank(profile, rank)
+    out: dict[str, object] = {"rank": rank, "threshold_bytes": small_bytes}
+    sizes = profile.message_sizes
+    sizes = sizes[(sizes["rank"] == rank) & (sizes["routine"] == ALLREDUCE)]
+    routines = profile.routines
+    row = routines[(routines["rank"] == rank) & (routines["routine"] == ALLREDUCE)]
+    nan = math.nan
+    if len(sizes):
+        small = sizes[sizes["avg_bytes"] <= small_bytes]
+        large = sizes[sizes["avg_bytes"] > small_bytes]
+        out.update(
+            source="message sizes",
+            small_calls=int(small["calls"].sum()),
+            small_time_s=float(small["time_s"].sum()),
+            small_bytes=float((small["calls"] * small["avg_bytes"]).sum()),
+            large_calls=int(large["calls"].sum()),
+            large_time_s=float(large["time_s"].sum()),
+            large_bytes=float((large["calls"] * large["avg_bytes"]).sum()),
+        )
+    elif len(row) and float(row["avg_bytes"].iloc[0]) <= small_bytes:
+        r = row.iloc[0]
+        out.update(
+            source="routine table",
+            small_calls=int(r["calls"]),
+            small_time_s=float(r["time_s"]),
+            small_bytes=float(r["calls"] * r["avg_bytes"]),
+            large_calls=0,
+            large_time_s=0.0,
+            large_bytes=0.0,
+        )
+    elif len(row):
+        out.update(
+            source="routine table",
+            small_calls=nan,
+            small_time_s=nan,
+            small_bytes=nan,
+            large_calls=nan,
+            large_time_s=nan,
+            large_bytes=nan,
+        )
+    else:
+        out.update(
+            source="none",
+            small_calls=0,
+            small_time_s=0.0,
+            small_bytes=0.0,
+            large_calls=0,
+            large_time_s=0.0,
+            large_bytes=0.0,
+        )
+    if len(row):
+        out["allreduce_calls"] = int(row["calls"].iloc[0])
+        out["allreduce_time_s"] = float(row["time_s"].iloc[0])
+        out["allreduce_avg_bytes"] = float(row["avg_bytes"].iloc[0])
+    else:
+        out["allreduce_calls"] = int(sizes["calls"].sum())
+        out["allreduce_time_s"] = float(sizes["time_s"].sum())
+        moved = float((sizes["calls"] * sizes["avg_bytes"]).sum())
+        out["allreduce_avg_bytes"] = moved / out["allreduce_calls"] if len(sizes) else nan
+    calls, time_s = out["allreduce_calls"], out["allreduce_time_s"]
+    out["small_call_share"] = out["small_calls"] / calls if calls else nan  # type: ignore[operator]
+    out["small_time_share"] = (
+        out["small_time_s"] / time_s if time_s else nan  # type: ignore[operator]
+    )
+    return out
+
+
+def load_imbalance(profile: MpiProfile) -> dict[str, object]:
+    """Spread of communication time over the ranks.
+
+    Args:
+        profile: the job's profile.
+
+    Returns:
+        ``min_comm_s``, ``min_task``, ``median_comm_s``, ``median_task``, ``max_comm_s``,
+        ``max_task`` (from the all-task summary, else the ``had the ... time`` lines; NaN / None
+        when missing), ``max_over_min`` (ratio), ``spread_over_median`` ((max - min) / median),
+        and from the all-task table when present: ``mean_comm_s``, ``max_elapsed_s``,
+        ``min_elapsed_s``, ``ntasks_in_table``.
+    """
+    out: dict[str, object] = {}
+    ext = profile.extremes.set_index("role") if len(profile.extremes) else None
+    for role, key in (("minimum", "min"), ("median", "median"), ("maximum", "max")):
+        if ext is not None and role in ext.index:
+            out[f"{key}_comm_s"] = float(ext.loc[role, "comm_s"])
+            out[f"{key}_task"] = int(ext.loc[role, "taskid"])
+        else:
+            out[f"{key}_comm_s"] = math.nan
+            out[f"{key}_task"] = None
+    lo, mid, hi = out["min_comm_s"], out["median_comm_s"], out["max_comm_s"]
+    out["max_over_min"] = hi / lo if lo and lo > 0 else math.nan  # type: ignore[operator]
+    out["spread_over_median"] = (
+        (hi - lo) / mid if mid and mid > 0 else math.nan  # type: ignore[operator]
+    )
+    tasks = profile.tasks
+    if len(tasks):
+        out["mean_comm_s"] = float(tasks["comm_s"].astype(float).mean())
+        out["max_elapsed_s"] = float(tasks["elapsed_s"].astype(float).max())
+        out["min_elapsed_s"] = float(tasks["elapsed_s"].astype(float).min())
+        out["ntasks_in_table"] = len(tasks)
+    else:
+        out.update(
+            mean_comm_s=math.nan, max_elapsed_s=math.nan, min_elapsed_s=math.nan, ntasks_in_table=0
+        )
+    return out
+
+
+def _bin_label(log2_bin: int) -> str:
+    def fmt(n: int) -> str:
+        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if n >= size:
+                return f"{n / size:g} {unit}"
+        return f"{n} B"
+
+    if log2_bin <= 2:
+        return "<=4 B"
+    return f"<={fmt(1 << log2_bin)}"
+
+
+def message_size_bins(
+    profile: MpiProfile, rank: int | None = None, routine: str | None = None
+) -> pd.DataFrame:
+    """The message-size distribution on power-of-two bins.
+
+    mpitrace's bins are 0-4 bytes, then (2^(k-1), 2^k]; each row of the file is one non-empty
+    bin, identified here by ``log2_bin`` = ceil(log2(avg_bytes)) (2 for 0-4 bytes).
+
+    Args:
+        profile: the job's profile.
+        rank: the rank (default: 0, or the lowest rank with a file).
+        routine: one routine only (e.g. ``MPI_Allreduce``); default all.
+
+    Returns:
+        DataFrame: ``routine``, ``log2_bin``, ``bin_label`` (upper bound, e.g. ``<=8 B``),
+        ``calls``, ``avg_bytes``, ``bytes`` (calls x average), ``time_s``; sorted by routine
+        and bin.
+    """
+    rank = _default_rank(profile, rank)
+    sizes = profile.message_sizes
+    sizes = sizes[sizes["rank"] == rank]
+    if routine is not None:
+        sizes = sizes[sizes["routine"] == routine]
+    out = sizes[["routine", "calls", "avg_bytes", "time_s"]].copy()
+    avg = out["avg_bytes"].clip(lower=1.0).to_numpy(dtype=float)
+    bins = np.maximum(np.ceil(np.log2(avg) - 1e-9), 2).astype(int) if len(out) else []
+    out.insert(1, "log2_bin", bins)
+    out.insert(2, "bin_label", [_bin_label(int(b)) for b in out["log2_bin"]])
+    out["bytes"] = out["calls"] * out["avg_bytes"]
+    out = out[["routine", "log2_bin", "bin_label", "calls", "avg_bytes", "bytes", "time_s"]]
+    return out.sort_values(["routine", "log2_bin"]).reset_index(drop=True)
+
+
+def compare_profiles(
+    a: MpiProfile,
+    b: MpiProfile,
+    labels: tuple[str, str] = ("a", "b"),
+    rank: int | None = None,
+) -> pd.DataFrame:
+    """Routine tables of two runs side by side.
+
+    Args:
+        a: first profile.
+        b: second profile.
+        labels: suffixes for the two runs' columns (e.g. ``("cpu", "gpu")``).
+        rank: the rank to compare (default: 0, or each profile's lowest rank with a file).
+
+    Returns:
+        DataFrame indexed by ``routine`` (union of both; missing = 0 calls): ``calls_<A>``,
+        ``calls_<B>``, ``avg_bytes_<A>``, ``avg_bytes_<B>``, ``time_s_<A>``, ``time_s_<B>``,
+        ``time_share_<A>``, ``time_share_<B>``, and ``time_ratio`` (B / A; inf if A is 0,
+        NaN if both are). Sorted by the larger time share.
+    """
+    la, lb = labels
+    if la == lb:
+        raise ValueError(f"labels must differ, got {labels!r}")
+    cols = ["calls", "avg_bytes", "time_s", "time_share"]
+    ta = routine_table(a, rank).set_index("routine")[cols].add_suffix(f"_{la}")
+    tb = routine_table(b, rank).set_index("routine")[cols].add_suffix(f"_{lb}")
+    table = ta.join(tb, how="outer")
+    for col in (f"calls_{la}", f"calls_{lb}"):
+        table[col] = table[col].fillna(0).astype("int64")
+    for col in (f"time_s_{la}", f"time_s_{lb}", f"time_share_{la}", f"time_share_{lb}"):
+        table[col] = table[col].fillna(0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table["time_ratio"] = table[f"time_s_{lb}"] / table[f"time_s_{la}"]
+    order = table[[f"time_share_{la}", f"time_share_{lb}"]].max(axis=1)
+    table = table.loc[order.sort_values(ascending=False).index]
+    table.index.name = "routine"
+    return table[
+        [
+            f"calls_{la}",
+            f"calls_{lb}",
+            f"avg_bytes_{la}",
+            f"avg_bytes_{lb}",
+            f"time_s_{la}",
+            f"time_s_{lb}",
+            f"time_share_{la}",
+            f"time_share_{lb}",
+            "time_ratio",
+        ]
+    ]
+
+
+def profile_summary(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> dict[str, object]:
+    """The numbers ``workshop mpi summary --json`` prints (JSON-ready: str keys, no NaN).
+
+    Args:
+        profile: the job's profile.
+        small_bytes: bound for negotiation-size allreduces, bytes.
+
+    Returns:
+        ``job``, ``ntasks``, ``ranks`` (with a file), ``layout``, ``routines``
+        (``{rank: {routine: {calls, avg_bytes, time_s}}}``), ``comm_s`` and ``elapsed_s``
+        (``{rank: seconds}`` from each file's totals), ``comm_fraction`` (``{rank: 0..1}``),
+        ``dominant_routine`` (rank 0 or lowest rank), ``small_allreduce_calls``,
+        ``small_allreduce_time_s``, ``large_allreduce_calls``, ``large_allreduce_time_s``,
+        ``small_allreduce_bytes_max``, ``load_imbalance`` (see :func:`load_imbalance`),
+        ``complete`` (all files complete), ``warnings``. Missing numbers are None.
+    """
+
+    def clean(value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, np.integer):
+            return int(value)
+        if isinstance(value, np.floating):
+            return clean(float(value))
+        return value
+
+    routines: dict[str, dict[str, dict[str, object]]] = {}
+    for rank, group in profile.routines.groupby("rank", sort=True):
+        routines[str(rank)] = {
+            str(r.routine): {
+                "calls": int(r.calls),
+                "avg_bytes": float(r.avg_bytes),
+                "time_s": float(r.time_s),
+            }
+            for r in group.itertuples()
+        }
+    files = profile.files.set_index("rank")
+    sig = negotiation_signature(profile, small_bytes=small_bytes)
+    dom = dominant_routine(profile)
+    return {
+        "job": profile.jobid,
+        "ntasks": profile.ntasks,
+        "ranks": profile.ranks,
+        "layout": profile.layout,
+        "routines": routines,
+        "comm_s": {str(r): clean(float(v)) for r, v in files["comm_s"].items()},
+        "elapsed_s": {str(r): clean(float(v)) for r, v in files["elapsed_s"].items()},
+        "comm_fraction": {
+            str(r): clean(float(files.loc[r, "comm_s"]) / float(files.loc[r, "elapsed_s"]))
+            if float(files.loc[r, "elapsed_s"]) > 0
+            else None
+            for r in files.index
+        },
+        "dominant_routine": {k: clean(v) for k, v in dom.items()},
+        "signature_rank": sig["rank"],
+        "small_allreduce_calls": clean(sig["small_calls"]),
+        "small_allreduce_time_s": clean(sig["small_time_s"]),
+        "large_allreduce_calls": clean(sig["large_calls"]),
+        "large_allreduce_time_s": clean(sig["large_time_s"]),
+        "small_allreduce_bytes_max": small_bytes,
+        "signature_source": sig["source"],
+        "load_imbalance": {k: clean(v) for k, v in load_imbalance(profile).items()},
+        "complete": bool(profile.files["complete"].all()),
+        "warnings": list(profile.warnings),
+    }
+
+
+def compare_summary(
+    a: MpiProfile, b: MpiProfile, labels: tuple[str, str] = ("a", "b")
+) -> pd.DataFrame:
+    """Headline numbers of two runs side by side.
+
+    Args:
+        a: first profile.
+        b: second profile.
+        labels: column names for the two runs.
+
+    Returns:
+        DataFrame indexed by ``metric`` with one column per label: ``ntasks``, ``elapsed_s``,
+        ``comm_s`` and ``comm_fraction`` (rank 0 or lowest rank), ``dominant_routine``,
+        ``allreduce_calls``, ``small_allreduce_calls``, ``small_allreduce_call_share``,
+        ``small_allreduce_time_share``, ``large_allreduce_calls``, ``large_allreduce_bytes``,
+        ``max_over_min_comm``.
+    """
+    columns = {}
+    for label, prof in zip(labels, (a, b), strict=True):
+        rank = _default_rank(prof, None)
+        fr = comm_fraction(prof).set_index("rank")
+        sig = negotiation_signature(prof, rank)
+        columns[label] = {
+            "ntasks": prof.ntasks,
+            "elapsed_s": float(fr.loc[rank, "elapsed_s"]),
+            "comm_s": float(fr.loc[rank, "comm_s"]),
+            "comm_fraction": float(fr.loc[rank, "comm_fraction"]),
+            "dominant_routine": dominant_routine(prof, rank)["routine"],
+            "allreduce_calls": sig["allreduce_calls"],
+            "small_allreduce_calls": sig["small_calls"],
+            "small_allreduce_call_share": sig["small_call_share"],
+            "small_allreduce_time_share": sig["small_time_share"],
+            "large_allreduce_calls": sig["large_calls"],
+            "large_allreduce_bytes": sig["large_bytes"],
+            "max_over_min_comm": load_imbalance(prof)["max_over_min"],
+        }
+    frame = pd.DataFrame(columns)
+    frame.index.name = "metric"
+    return frame
+
+
+def _bytes_text(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def diagnose(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> list[str]:
+    """The profile explained in sentences, each with its numbers.
+
+    Args:
+        profile: the job's profile.
+        small_bytes: bound for negotiation-size allreduces, bytes.
+
+    Returns:
+        Lines of text (no trailing newlines), in the order: the job, time in MPI, the dominant
+        routine, the negotiation signature, the load imbalance, and what is missing.
+    """
+    lines = []
+    rank = _default_rank(profile, None)
+    lines.append(
+        f"Job {profile.jobid}: {profile.ntasks} MPI tasks; profile files for rank(s) "
+        f"{', '.join(map(str, profile.ranks))} ({profile.layout} mpitrace layout)."
+    )
+    fr = comm_fraction(profile).set_index("rank")
+    if rank in fr.index and not math.isnan(fr.loc[rank, "comm_fraction"]):
+        lines.append(
+            f"Rank {rank} spent {fr.loc[rank, 'comm_s']:.3f} s of {fr.loc[rank, 'elapsed_s']:.3f}"
+            f" s ({100 * fr.loc[rank, 'comm_fraction']:.1f}%) inside MPI calls."
+        )
+    if len(fr) > 1 and fr["comm_fraction"].notna().any():
+        lines.append(
+            f"Over {len(fr)} ranks the share of time in MPI ranges from "
+            f"{100 * fr['comm_fraction'].min():.1f}% to {100 * fr['comm_fraction'].max():.1f}%."
+        )
+    dom = dominant_routine(profile, rank)
+    if dom["routine"] is not None:
+        lines.append(
+            f"{dom['routine']} dominates rank {rank}'s MPI time: {dom['time_s']:.3f} s "
+            f"({100 * dom['time_share']:.1f}%) in {dom['calls']} calls of "
+            f"{dom['avg_bytes']:.1f} bytes on average."
+        )
+    sig = negotiation_signature(profile, rank, small_bytes)
+    calls = sig["allreduce_calls"]
+    if calls and sig["source"] == "message sizes":
+        small, large = sig["small_calls"], sig["large_calls"]
+        text = (
+            f"Negotiation signature: {small} of {calls} MPI_Allreduce calls "
+            f"({100 * sig['small_call_share']:.1f}%) move <= {small_bytes:g} bytes, taking "
+            f"{sig['small_time_s']:.3f} s ({100 * sig['small_time_share']:.1f}% of the allreduce"
+            " time): Horovod's controller agreeing, cycle by cycle, which tensors every rank "
+            "has ready."
+        )
+        lines.append(text)
+        if large:
+            lines.append(
+                f"{large} larger MPI_Allreduce calls carry the tensors themselves: "
+                f"{_bytes_text(sig['large_bytes'])} in {sig['large_time_s']:.3f} s "  # type: ignore[arg-type]
+                "(the gradients go through MPI)."
+            )
+        else:
+            lines.append(
+                "No MPI_Allreduce moves more than that: the gradients do not go through MPI "
+                "(on GPUs Horovod sends them with NCCL; with HOROVOD_CPU_OPERATIONS=gloo, Gloo)."
+            )
+    elif calls and sig["source"] == "routine table":
+        avg = sig["allreduce_avg_bytes"]
+        if sig["large_calls"] == 0:
+            lines.append(
+                f"No message size distribution for rank {rank}; its {calls} MPI_Allreduce calls "
+                f"average {avg:.1f} bytes, so all are negotiation-sized: the gradients do not "
+                "go through MPI."
+            )
+        else:
+            lines.append(
+                f"No message size distribution for rank {rank}; its {calls} MPI_Allreduce calls "
+                f"average {avg:.1f} bytes, so small and large calls cannot be told apart."
+            )
+    else:
+        lines.append("No MPI_Allreduce calls: this run did not use MPI for Horovod's work.")
+    imb = load_imbalance(profile)
+    if imb["min_task"] is not None and imb["max_task"] is not None:
+        text = (
+            f"Communication time over the tasks: minimum {imb['min_comm_s']:.3f} s (task "
+            f"{imb['min_task']}), median {imb['median_comm_s']:.3f} s (task "
+            f"{imb['median_task']}), maximum {imb['max_comm_s']:.3f} s (task {imb['max_task']})"
+        )
+        if not math.isnan(imb["max_over_min"]):  # type: ignore[arg-type]
+            text += f"; max/min = {imb['max_over_min']:.2f}"
+        lines.append(
+            text + ". Time in MPI includes waiting for the others, so the task with the least "
+            "of it is the one the others wait for (the slowest to compute)."
+        )
+    for warning in profile.warnings:
+        lines.append(f"Warning: {warning}")
+    return lines

@@ -1,0 +1,717 @@
+"""Read MPI profiles in the text layout of IBM's mpitrace (``mpi_profile.<jobid>.<rank>``).
+
+mpitrace (and the workshop's own profiler, ``workshop/launch/mpiprof``) writes one text file per
+profiled rank: by default rank 0 and the ranks with the minimum, median and maximum
+communication time; every rank with ``SAVE_ALL_TASKS=yes``. Rank 0's file also holds the
+all-task summary. Two layouts are read:
+
+* **current** (mpitrace today, and our profiler): ``Times from MPI_Init() to MPI_Finalize().``,
+  memory in MiB, ``Summary for all tasks:`` in rank 0's file, and a per-task table with a
+  ``cpu`` column;
+* **alcf** (the older build on ALCF Theta/ThetaGPU that seed 001 prints): ``Times and
+  statistics from MPI_Init() to MPI_Finalize().``, memory in MBytes, ``Rank N reported the
+  largest memory utilization`` in the file itself, ``Communication summary for all tasks:``,
+  and a per-task table without the ``cpu`` column.
+
+The parser keys on section titles, not on exact wording or column positions. A file that stops
+early (a run killed in MPI_Finalize, a copy cut short) gives what it holds plus a
+:class:`MpiTraceWarning`; a line that fits no section raises :class:`MpiTraceError` naming the
+file and line. Memory is reported in MiB in both layouts (mpitrace's "MBytes" is ru_maxrss
+divided by 1024), in columns named ``mem_mb``.
+
+Example:
+    >>> from workshop.io.mpitrace import read_mpitrace
+    >>> from workshop.paths import data_path
+    >>> prof = read_mpitrace(data_path("mpi", "seed001-thetagpu-cpu"))
+    >>> prof.ntasks, prof.ranks
+    (16, [0])
+    >>> prof.routines.set_index("routine").loc["MPI_Allreduce", "calls"]
+    8161
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = [
+    "MpiTraceError",
+    "MpiTraceWarning",
+    "ProfileFile",
+    "MpiProfile",
+    "parse_mpitrace",
+    "read_mpitrace_file",
+    "find_profile_files",
+    "read_mpitrace",
+    "read_mpitrace_jobs",
+]
+
+FILE_NAME = re.compile(r"^mpi_profile\.(?P<jobid>.+)\.(?P<rank>\d+)$")
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_SEP = re.compile(r"^\s*[-=]{8,}\s*$")
+_DATA_FOR = re.compile(r"^\s*Data for MPI rank (\d+) of (\d+)\s*:?\s*$")
+_TIMES = re.compile(r"^\s*Times (and statistics )?from MPI_Init\(\) to MPI_Finalize\(\)\.?\s*$")
+_ROUTINE_HDR = re.compile(r"^\s*MPI Routine\s+#calls\s+avg\.?\s*bytes\s+time\(sec\)\s*$")
+_ROUTINE_ROW = re.compile(rf"^\s*(MPI_\w+)\s+(\d+)\s+({_NUM})\s+({_NUM})\s*$")
+_SIZE_HDR = re.compile(r"^\s*(MPI_\w+)\s+#calls\s+avg\.?\s*bytes\s+time\(sec\)\s*$")
+_SIZE_ROW = re.compile(rf"^\s+(\d+)\s+({_NUM})\s+({_NUM})\s*$")
+_ROLE = re.compile(
+    r"^\s*MPI task (\d+) of (\d+) had the (minimum|median|maximum) communication time\.?\s*$"
+)
+_ASSIGN = re.compile(rf"^\s*([A-Za-z][A-Za-z /()-]*?)\s*=\s*({_NUM})\s*([A-Za-z]*)\.?\s*$")
+_LARGEST = re.compile(
+    rf"^\s*Rank (\d+) reported the largest (memory utilization|elapsed time)\s*:\s*({_NUM})"
+    r"\s*([A-Za-z]*)\.?\s*$"
+)
+_SIZES_TITLE = re.compile(r"^\s*Message size distributions?\s*:?\s*$")
+_SUMMARY_TITLE = re.compile(r"^\s*(Communication )?[Ss]ummary for all tasks\s*:?\s*$")
+_EXTREME = re.compile(
+    rf"^\s*(minimum|median|maximum)\s+communication time\s*=\s*({_NUM})\s*\w*\s+"
+    r"for task\s+(\d+)\s*$"
+)
+_TASKS_TITLE = re.compile(r"^\s*MPI timing summary for all (ranks|tasks)\s*:?\s*$")
+_TASK_HDR = re.compile(r"^\s*taskid\s+\S")
+_UNKNOWN_TITLE = re.compile(r"^\s*[A-Za-z][^=]*:\s*$")
+
+_TOTAL_KEYS = {
+    "total communication time": "comm_s",
+    "total elapsed time": "elapsed_s",
+    "user cpu time": "user_s",
+    "system time": "system_s",
+    "max resident set size": "mem_mb",
+}
+_MEM_FACTORS = {  # to MiB
+    "": 1.0,
+    "mb": 1.0,
+    "mbytes": 1.0,
+    "mib": 1.0,
+    "kb": 1 / 1024,
+    "kbytes": 1 / 1024,
+    "kib": 1 / 1024,
+    "gb": 1024.0,
+    "gbytes": 1024.0,
+    "gib": 1024.0,
+}
+_TASK_COLUMNS = {
+    "taskid": "taskid",
+    "hostname": "host",
+    "host": "host",
+    "cpu": "cpu",
+    "comm(s)": "comm_s",
+    "elapsed(s)": "elapsed_s",
+    "user(s)": "user_s",
+    "system(s)": "system_s",
+    "switches": "switches",
+}
+ROLES = ("minimum", "median", "maximum")
+
+
+class MpiTraceError(ValueError):
+    """A file that is not an mpitrace profile, or a line in it that fits no section.
+
+    The message names the file and the line number (or byte offset).
+    """
+
+
+class MpiTraceWarning(UserWarning):
+    """A profile that stops early or holds sections the reader skipped."""
+
+
+@dataclass
+class ProfileFile:
+    """What one ``mpi_profile.<jobid>.<rank>`` file holds.
+
+    Attributes:
+        path: the file (or the ``source`` name given to :func:`parse_mpitrace`).
+        jobid: job id from the file name (the whole name if it does not follow the pattern).
+        rank: the MPI rank the file is for.
+        ntasks: number of MPI tasks of the job.
+        layout: ``"current"`` or ``"alcf"`` (``"unknown"`` if the file stops before the line
+            that tells).
+        roles: which extremes this rank is: a subset of ``minimum``, ``median``, ``maximum``.
+        totals: ``comm_s``, ``elapsed_s``, ``user_s``, ``system_s`` (seconds) and ``mem_mb``
+            (MiB); only those present.
+        routines: rows ``(routine, calls, avg_bytes, time_s)`` of the routine table.
+        message_sizes: rows ``(routine, calls, avg_bytes, time_s)``, one per size bin.
+        summary: from the all-task summary: ``{role}_comm_s`` and ``{role}_task`` for each role,
+            ``largest_mem_rank``, ``largest_mem_mb``, ``largest_elapsed_rank``,
+            ``largest_elapsed_s``; only those present.
+        tasks: rows of the per-task table (dicts with the columns of
+            :attr:`MpiProfile.tasks`).
+        extra: other ``name = value`` lines, by name.
+        complete: True when every section the file should have is there in full.
+        warnings: what is missing or was skipped, in words.
+    """
+
+    path: str
+    jobid: str
+    rank: int
+    ntasks: int
+    layout: str = "unknown"
+    roles: list[str] = field(default_factory=list)
+    totals: dict[str, float] = field(default_factory=dict)
+    routines: list[tuple[str, int, float, float]] = field(default_factory=list)
+    message_sizes: list[tuple[str, int, float, float]] = field(default_factory=list)
+    summary: dict[str, float | int] = field(default_factory=dict)
+    tasks: list[dict[str, object]] = field(default_factory=list)
+    extra: dict[str, float] = field(default_factory=dict)
+    complete: bool = True
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MpiProfile:
+    """The profile files of one job, as DataFrames.
+
+    Attributes:
+        jobid: the job id.
+        files: one row per file: ``jobid``, ``rank``, ``ntasks``, ``path``, ``layout``,
+            ``roles`` (comma-separated extremes), ``comm_s``, ``elapsed_s``, ``user_s``,
+            ``system_s`` (seconds), ``mem_mb`` (MiB), ``complete`` (bool), ``warnings``
+            (count). Sorted by rank.
+        routines: ``jobid``, ``rank``, ``routine``, ``calls``, ``avg_bytes`` (bytes per call),
+            ``time_s`` (total seconds in the routine).
+        message_sizes: ``jobid``, ``rank``, ``routine``, ``calls``, ``avg_bytes``, ``time_s``;
+            one row per non-empty power-of-two size bin.
+        tasks: the all-task table of rank 0's file: ``jobid``, ``taskid``, ``host``, ``cpu``
+            (core id; <NA> in the alcf layout), ``comm_s``, ``elapsed_s``, ``user_s``,
+            ``system_s`` (seconds), ``mem_mb`` (MiB), ``switches`` (context switches).
+            Empty when no file holds it.
+        extremes: ``jobid``, ``role`` (minimum/median/maximum), ``taskid``, ``comm_s``: from
+            the all-task summary, else from the ``MPI task T had the ... time`` lines.
+        summary: the all-task facts of :attr:`ProfileFile.summary` (first file that has them).
+        warnings: every file's warnings, each prefixed with the file name.
+    """
+
+    jobid: str
+    files: pd.DataFrame
+    routines: pd.DataFrame
+    message_sizes: pd.DataFrame
+    tasks: pd.DataFrame
+    extremes: pd.DataFrame
+    summary: dict[str, float | int]
+    warnings: list[str]
+
+    @property
+    def ntasks(self) -> int:
+        """Number of MPI tasks of the job."""
+        return int(self.files["ntasks"].iloc[0])
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks that have a file, ascending."""
+        return [int(r) for r in self.files["rank"]]
+
+    @property
+    def layout(self) -> str:
+        """Layout of the files (``current``, ``alcf``; ``mixed`` if they differ)."""
+        layouts = set(self.files["layout"]) - {"unknown"}
+        if len(layouts) > 1:
+            return "mixed"
+        return layouts.pop() if layouts else "unknown"
+
+
+class _Parser:
+    """Line-by-line state machine over one file's text."""
+
+    def __init__(self, text: str, source: str, jobid: str) -> None:
+        self.source = source
+        self.jobid = jobid
+        self.text = text
+        self.section = "start"
+        self.prof: ProfileFile | None = None
+        self.size_routine: str | None = None
+        self.task_header: list[str] | None = None
+        self.seen: set[str] = set()
+        self.closed: set[str] = set()
+        self.routine_names: set[str] = set()
+        self.routine_seps = 0
+        self._task_mem_factor = 1.0
+
+    def fail(self, lineno: int, what: str, line: str) -> MpiTraceError:
+        shown = line if len(line) <= 80 else line[:77] + "..."
+        return MpiTraceError(f"{self.source}: line {lineno}: {what}: {shown!r}")
+
+    def warn(self, message: str) -> None:
+        assert self.prof is not None
+        self.prof.warnings.append(message)
+
+    def run(self) -> ProfileFile:
+        lines = self.text.split("\n")
+        cut_line = None
+        if lines and lines[-1] == "":
+            lines.pop()
+        elif lines:
+            cut_line = len(lines)
+            lines.pop()  # no newline at the end: the last line may be cut short
+        for lineno, raw in enumerate(lines, start=1):
+            self.line(lineno, raw.rstrip("\r"))
+        if self.prof is None:
+            if cut_line is not None and cut_line == 1:
+                raise MpiTraceError(
+                    f"{self.source}: line 1: file ends inside the first line; not an mpitrace "
+                    "profile (expected 'Data for MPI rank R of N:')"
+                )
+            raise MpiTraceError(
+                f"{self.source}: line 1: empty file, not an mpitrace profile "
+                "(expected 'Data for MPI rank R of N:')"
+            )
+        if cut_line is not None:
+            self.warn(f"line {cut_line} is cut short (no newline at the end of the file): ignored")
+            self.prof.complete = False
+        self.finish()
+        return self.prof
+
+    def line(self, lineno: int, line: str) -> None:
+        bad = next((ch for ch in line if (ord(ch) < 32 and ch != "\t") or ord(ch) == 127), None)
+        if bad is not None:
+            raise self.fail(lineno, f"control character {bad!r} in text", line)
+        if not line.strip():
+            if self.section == "tasks" and self.task_header is not None and self.prof:
+                self.section = "after_tasks"
+            return
+        if self.prof is None:
+            match = _DATA_FOR.match(line)
+            if match is None:
+                raise self.fail(
+                    lineno, "not an mpitrace profile (expected 'Data for MPI rank R of N:')", line
+                )
+            rank, ntasks = int(match[1]), int(match[2])
+            if ntasks < 1 or rank >= ntasks:
+                raise self.fail(lineno, f"rank {rank} of {ntasks} is impossible", line)
+            self.prof = ProfileFile(path=self.source, jobid=self.jobid, rank=rank, ntasks=ntasks)
+            self.section = "header"
+            return
+        prof = self.prof
+        if _SEP.match(line):
+            if self.section == "routines":
+                # the first line under the header is a rule too; the next one ends the table
+                if "routine_rows" in self.seen or self.routine_seps >= 1:
+                    self.closed.add("routines")
+                    self.section = "after_routines"
+                self.routine_seps += 1
+            elif self.section == "sizes" and "sizes_started" in self.seen:
+                self.closed.add("sizes")
+                self.section = "after_sizes"
+            elif self.section == "sizes":
+                self.seen.add("sizes_started")  # the line under the title, if any
+            return
+        # section titles, valid anywhere after the header
+        if _DATA_FOR.match(line):
+            raise self.fail(lineno, "a second 'Data for MPI rank' header (files joined?)", line)
+        if match := _TIMES.match(line):
+            prof.layout = "alcf" if match[1] else "current"
+            return
+        if _ROUTINE_HDR.match(line):
+            if "routines" in self.seen:
+                raise self.fail(lineno, "a second routine table", line)
+            self.seen.add("routines")
+            self.section = "routines"
+            return
+        if _SIZES_TITLE.match(line):
+            self.seen.add("sizes")
+            self.section = "sizes"
+            return
+        if _SUMMARY_TITLE.match(line):
+            self.seen.add("summary")
+            self.section = "summary"
+            return
+        if _TASKS_TITLE.match(line):
+            self.seen.add("tasks")
+            self.section = "tasks"
+            self.task_header = None
+            return
+        if match := _ROLE.match(line):
+            task, of, role = int(match[1]), int(match[2]), match[3]
+            if task != prof.rank or of != prof.ntasks:
+                raise self.fail(
+                    lineno,
+                    f"names task {task} of {of} in the file of rank {prof.rank} of {prof.ntasks}",
+                    line,
+                )
+            if role not in prof.roles:
+                prof.roles.append(role)
+            return
+        if match := _LARGEST.match(line):
+            rank, what, value, unit = int(match[1]), match[2], float(match[3]), match[4]
+            if what.startswith("memory"):
+                prof.summary["largest_mem_rank"] = rank
+                prof.summary["largest_mem_mb"] = value * self.mem_factor(lineno, unit, line)
+            else:
+                prof.summary["largest_elapsed_rank"] = rank
+                prof.summary["largest_elapsed_s"] = value
+            return
+        if match := _EXTREME.match(line):
+            role, value, task = match[1], float(match[2]), int(match[3])
+            prof.summary[f"{role}_comm_s"] = value
+            prof.summary[f"{role}_task"] = task
+            return
+        if self.section == "routines":
+            if match := _ROUTINE_ROW.match(line):
+                name = match[1]
+                if name in self.routine_names:
+                    raise self.fail(lineno, f"{name} listed twice in the routine table", line)
+                self.routine_names.add(name)
+                self.seen.add("routine_rows")
+                prof.routines.append((name, int(match[2]), float(match[3]), float(match[4])))
+                return
+            raise self.fail(lineno, "not a row of the routine table", line)
+        if self.section == "sizes":
+            self.seen.add("sizes_started")
+            if match := _SIZE_HDR.match(line):
+                self.size_routine = match[1]
+                return
+            if match := _SIZE_ROW.match(line):
+                if self.size_routine is None:
+                    raise self.fail(lineno, "message-size row before any routine name", line)
+                prof.message_sizes.append(
+                    (self.size_routine, int(match[1]), float(match[2]), float(match[3]))
+                )
+                return
+            raise self.fail(lineno, "not a row of the message size distributions", line)
+        if self.section == "tasks":
+            self.task_line(lineno, line)
+            return
+        if match := _ASSIGN.match(line):
+            key = " ".join(match[1].split()).lower()
+            value, unit = float(match[2]), match[3]
+            if key in _TOTAL_KEYS:
+                column = _TOTAL_KEYS[key]
+                factor = self.mem_factor(lineno, unit, line) if column == "mem_mb" else 1.0
+                prof.totals[column] = value * factor
+            else:
+                prof.extra[key] = value
+            return
+        if _UNKNOWN_TITLE.match(line):
+            self.warn(
+                f"line {lineno}: skipped a section this reader does not know: {line.strip()!r}"
+            )
+            self.section = "unknown"
+            return
+        if self.section == "unknown":
+            return
+        raise self.fail(lineno, f"unrecognised line ({self.section.replace('_', ' ')})", line)
+
+    def mem_factor(self, lineno: int, unit: str, line: str) -> float:
+        factor = _MEM_FACTORS.get(unit.lower())
+        if factor is None:
+            raise self.fail(lineno, f"unknown memory unit {unit!r}", line)
+        return factor
+
+    def task_line(self, lineno: int, line: str) -> None:
+        assert self.prof is not None
+        tokens = line.split()
+        if self.task_header is None:
+            if not _TASK_HDR.match(line):
+                raise self.fail(lineno, "expected the task table header ('taskid ...')", line)
+            header = []
+            for token in tokens:
+                low = token.lower()
+                if low in _TASK_COLUMNS:
+                    header.append(_TASK_COLUMNS[low])
+                elif match := re.fullmatch(r"size\((\w+)\)", low):
+                    self._task_mem_factor = self.mem_factor(lineno, match[1], line)
+                    header.append("mem_mb")
+                else:
+                    header.append(re.sub(r"\W+", "_", low).strip("_"))
+            self.task_header = header
+            return
+        if len(tokens) != len(self.task_header):
+            raise self.fail(
+                lineno,
+                f"task table row has {len(tokens)} fields, the header {len(self.task_header)}",
+                line,
+            )
+        row: dict[str, object] = {}
+        try:
+            for name, token in zip(self.task_header, tokens, strict=True):
+                if name == "host":
+                    row[name] = token
+                elif name in ("taskid", "cpu"):
+                    row[name] = int(token)
+                elif name == "switches":
+                    row[name] = int(float(token))
+                elif name == "mem_mb":
+                    row[name] = float(token) * self._task_mem_factor
+                else:
+                    row[name] = float(token)
+        except ValueError:
+            raise self.fail(
+                lineno, "task table row with a field that is not a number", line
+            ) from None
+        if not 0 <= int(row.get("taskid", -1)) < self.prof.ntasks:  # type: ignore[arg-type]
+            raise self.fail(lineno, f"task id outside 0..{self.prof.ntasks - 1}", line)
+        self.prof.tasks.append(row)
+
+    def finish(self) -> None:
+        prof = self.prof
+        assert prof is not None
+        missing = []
+        if "routines" not in self.seen:
+            missing.append("the routine table")
+        elif "routines" not in self.closed:
+            missing.append("the end of the routine table")
+        if "elapsed_s" not in prof.totals:
+            missing.append("the totals (communication and elapsed time)")
+        if "sizes" not in self.seen:
+            missing.append("the message size distributions")
+        elif "sizes" not in self.closed:
+            missing.append("the end of the message size distributions")
+        wants_tasks = prof.rank == 0 or "summary" in self.seen or "tasks" in self.seen
+        if wants_tasks and len(prof.tasks) < prof.ntasks:
+            missing.append(
+                f"the all-task table ({len(prof.tasks)} of {prof.ntasks} rows)"
+                if prof.tasks
+                else "the all-task summary"
+            )
+        if missing:
+            prof.complete = False
+            self.warn("file stops early; missing " + ", ".join(missing))
+        if prof.layout == "unknown" and "routines" in self.seen:
+            self.warn("no 'Times ... from MPI_Init() to MPI_Finalize().' line; layout unknown")
+
+
+def parse_mpitrace(text: str, *, source: str = "<text>", jobid: str = "") -> ProfileFile:
+    """Parse the text of one profile file.
+
+    Args:
+        text: the file's content.
+        source: name used in error messages and warnings (the path).
+        jobid: job id to record (taken from the file name by :func:`read_mpitrace_file`).
+
+    Returns:
+        The :class:`ProfileFile`. Its ``warnings`` say what is missing when it stops early;
+        they are not issued as Python warnings here.
+
+    Raises:
+        MpiTraceError: not an mpitrace profile, or a line that fits no section (the message
+            names ``source`` and the line).
+    """
+    return _Parser(text, source, jobid).run()
+
+
+def _jobid_and_rank(path: Path) -> tuple[str, int | None]:
+    match = FILE_NAME.match(path.name)
+    if match is None:
+        return path.name, None
+    return match["jobid"], int(match["rank"])
+
+
+def read_mpitrace_file(path: str | Path) -> ProfileFile:
+    """Read one ``mpi_profile.<jobid>.<rank>`` file.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The :class:`ProfileFile`; its warnings are also issued as :class:`MpiTraceWarning`.
+
+    Raises:
+        FileNotFoundError: no such file.
+        MpiTraceError: not UTF-8 text (names the line and byte offset), or as
+            :func:`parse_mpitrace`.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = data.count(b"\n", 0, exc.start) + 1
+        raise MpiTraceError(
+            f"{path}: line {lineno} (byte {exc.start}): not UTF-8 text; not an mpitrace profile"
+        ) from None
+    jobid, name_rank = _jobid_and_rank(path)
+    prof = parse_mpitrace(text, source=str(path), jobid=jobid)
+    if name_rank is not None and name_rank != prof.rank:
+        prof.warnings.append(f"the file name says rank {name_rank}, the file rank {prof.rank}")
+    for message in prof.warnings:
+        warnings.warn(f"{path}: {message}", MpiTraceWarning, stacklevel=2)
+    return prof
+
+
+def find_profile_files(path: str | Path) -> list[Path]:
+    """The profile files a path names.
+
+    Args:
+        path: a file; a directory (its ``mpi_profile.<jobid>.<rank>`` files, not recursive);
+            or a glob pattern such as ``runs/*/mpi_profile.*``.
+
+    Returns:
+        Paths sorted by name.
+
+    Raises:
+        FileNotFoundError: nothing matches (the message names the path).
+    """
+    text = str(path)
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.is_file() and FILE_NAME.match(p.name))
+        if not found:
+            raise FileNotFoundError(f"no mpi_profile.<jobid>.<rank> files in directory {path}")
+        return found
+    if any(ch in text for ch in "*?["):
+        found = sorted(Path(p) for p in glob.glob(text) if Path(p).is_file())
+        if not found:
+            raise FileNotFoundError(f"no files match {text!r}")
+        return found
+    raise FileNotFoundError(f"no such file or directory: {path}")
+
+
+def _frame(files: list[ProfileFile], jobid: str) -> MpiProfile:
+    files = sorted(files, key=lambda f: f.rank)
+    ranks = [f.rank for f in files]
+    for rank in set(ranks):
+        if ranks.count(rank) > 1:
+            paths = ", ".join(f.path for f in files if f.rank == rank)
+            raise MpiTraceError(f"job {jobid}: rank {rank} has more than one file: {paths}")
+    ntasks = {f.ntasks for f in files}
+    if len(ntasks) > 1:
+        detail = ", ".join(f"{f.path}: {f.ntasks}" for f in files)
+        raise MpiTraceError(f"job {jobid}: files disagree on the number of tasks ({detail})")
+
+    total_cols = ["comm_s", "elapsed_s", "user_s", "system_s", "mem_mb"]
+    files_df = pd.DataFrame(
+        [
+            {
+                "jobid": jobid,
+                "rank": f.rank,
+                "ntasks": f.ntasks,
+                "path": f.path,
+                "layout": f.layout,
+                "roles": ",".join(f.roles),
+                **{c: f.totals.get(c, float("nan")) for c in total_cols},
+                "complete": f.complete,
+                "warnings": len(f.warnings),
+            }
+            for f in files
+        ]
+    )
+    row_cols = ["routine", "calls", "avg_bytes", "time_s"]
+
+    def rows(attr: str) -> pd.DataFrame:
+        records = [
+            {"jobid": jobid, "rank": f.rank, **dict(zip(row_cols, row, strict=True))}
+            for f in files
+            for row in getattr(f, attr)
+        ]
+        frame = pd.DataFrame(records, columns=["jobid", "rank", *row_cols])
+        return frame.astype(
+            {"rank": "int64", "calls": "int64", "avg_bytes": "float64", "time_s": "float64"}
+        )
+
+    task_cols = [
+        "taskid",
+        "host",
+        "cpu",
+        "comm_s",
+        "elapsed_s",
+        "user_s",
+        "system_s",
+        "mem_mb",
+        "switches",
+    ]
+    holder = next((f for f in files if f.tasks), None)
+    tasks = pd.DataFrame(holder.tasks if holder else [])
+    for col in task_cols:
+        if col not in tasks:
+            tasks[col] = pd.NA
+    extra_cols = [c for c in tasks.columns if c not in task_cols]
+    tasks = tasks[task_cols + extra_cols].drop_duplicates("taskid").sort_values("taskid")
+    tasks.insert(0, "jobid", jobid)
+    tasks = tasks.astype({"taskid": "int64", "cpu": "Int64", "switches": "Int64"})
+    tasks = tasks.reset_index(drop=True)
+
+    summary: dict[str, float | int] = {}
+    for f in files:
+        for key, value in f.summary.items():
+            summary.setdefault(key, value)
+    extremes = []
+    for role in ROLES:
+        if f"{role}_task" in summary:
+            extremes.append(
+                {
+                    "jobid": jobid,
+                    "role": role,
+                    "taskid": int(summary[f"{role}_task"]),
+                    "comm_s": float(summary[f"{role}_comm_s"]),
+                }
+            )
+        else:
+            holder_file = next((f for f in files if role in f.roles), None)
+            if holder_file is not None:
+                extremes.append(
+                    {
+                        "jobid": jobid,
+                        "role": role,
+                        "taskid": holder_file.rank,
+                        "comm_s": holder_file.totals.get("comm_s", float("nan")),
+                    }
+                )
+    extremes_df = pd.DataFrame(extremes, columns=["jobid", "role", "taskid", "comm_s"])
+    return MpiProfile(
+        jobid=jobid,
+        files=files_df,
+        routines=rows("routines"),
+        message_sizes=rows("message_sizes"),
+        tasks=tasks,
+        extremes=extremes_df,
+        summary=summary,
+        warnings=[f"{Path(f.path).name}: {w}" for f in files for w in f.warnings],
+    )
+
+
+def read_mpitrace_jobs(path: str | Path) -> dict[str, MpiProfile]:
+    """Read every profile a path names, grouped by job id.
+
+    Args:
+        path: a file, a directory or a glob (see :func:`find_profile_files`).
+
+    Returns:
+        ``{jobid: MpiProfile}`` in job-id order.
+
+    Raises:
+        FileNotFoundError: nothing to read.
+        MpiTraceError: a file that is not a profile; two files for one rank of a job; files
+            of one job that disagree on the number of tasks.
+    """
+    by_job: dict[str, list[ProfileFile]] = {}
+    for file in find_profile_files(path):
+        prof = read_mpitrace_file(file)
+        by_job.setdefault(prof.jobid, []).append(prof)
+    return {jobid: _frame(by_job[jobid], jobid) for jobid in sorted(by_job)}
+
+
+def read_mpitrace(path: str | Path, *, job: str | None = None) -> MpiProfile:
+    """Read the profile of one job.
+
+    Args:
+        path: a file, a directory or a glob (see :func:`find_profile_files`).
+        job: the job id to read when the path holds files of several jobs.
+
+    Returns:
+        The :class:`MpiProfile`.
+
+    Raises:
+        FileNotFoundError: nothing to read.
+        MpiTraceError: the path holds several jobs and ``job`` is not given, ``job`` is not
+            among them, or as :func:`read_mpitrace_jobs`.
+    """
+    jobs = read_mpitrace_jobs(path)
+    if job is not None:
+        if job not in jobs:
+            raise MpiTraceError(f"{path}: no files of job {job!r} (jobs found: {', '.join(jobs)})")
+        return jobs[job]
+    if len(jobs) > 1:
+        raise MpiTraceError(
+            f"{path} holds profiles of {len(jobs)} jobs ({', '.join(jobs)}); choose one with "
+            "job=... (or --job)"
+        )
+    return next(iter(jobs.values()))

@@ -1,0 +1,128 @@
+"""Plots of MPI profiles; each takes the DataFrame an analysis function returns.
+
+* :func:`plot_routine_times` <- :func:`workshop.analysis.mpi.routine_table`
+* :func:`plot_message_sizes` <- :func:`workshop.analysis.mpi.message_size_bins`
+* :func:`plot_comm_vs_elapsed` <- :func:`workshop.analysis.mpi.comm_fraction`
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.axes import Axes
+
+
+def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise TypeError(
+            f"{what} needs a DataFrame with the columns {columns}; missing {missing} "
+            "(pass the result of the matching workshop.analysis.mpi function)"
+        )
+
+
+def plot_routine_times(
+    table: pd.DataFrame, *, ax: Axes | None = None, top: int = 10, title: str | None = None
+) -> Axes:
+    """Horizontal bars of time per MPI routine, labelled with the number of calls.
+
+    Args:
+        table: from :func:`workshop.analysis.mpi.routine_table` (``routine``, ``calls``,
+            ``time_s``).
+        ax: axes to draw on (default: a new figure).
+        top: show at most this many routines (those with the most time).
+        title: axes title.
+
+    Returns:
+        The axes.
+    """
+    _require(table, ["routine", "calls", "time_s"], "plot_routine_times")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    shown = table.sort_values("time_s", ascending=False).head(top).iloc[::-1]
+    bars = ax.barh(shown["routine"], shown["time_s"], color="tab:blue")
+    for bar, calls in zip(bars, shown["calls"], strict=True):
+        ax.annotate(
+            f" {int(calls):,} calls",
+            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            va="center",
+            fontsize=8,
+        )
+    ax.set_xlabel("time in routine (s)")
+    ax.margins(x=0.25)
+    ax.set_title(title or "Time per MPI routine")
+    return ax
+
+
+def plot_message_sizes(
+    bins: pd.DataFrame,
+    *,
+    weight: str = "calls",
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Histogram of messages on power-of-two size bins, one stacked colour per routine.
+
+    Args:
+        bins: from :func:`workshop.analysis.mpi.message_size_bins` (``routine``,
+            ``log2_bin``, ``bin_label`` and the ``weight`` column).
+        weight: bar height: ``calls``, ``time_s`` or ``bytes``.
+        ax: axes to draw on (default: a new figure).
+        title: axes title.
+
+    Returns:
+        The axes.
+    """
+    _require(bins, ["routine", "log2_bin", "bin_label", weight], "plot_message_sizes")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    bottoms: dict[int, float] = {}
+    for routine, group in bins.groupby("routine", sort=True):
+        xs = [int(b) for b in group["log2_bin"]]
+        base = [bottoms.get(x, 0.0) for x in xs]
+        ax.bar(xs, group[weight], bottom=base, width=0.8, label=str(routine))
+        for x, height, b in zip(xs, group[weight], base, strict=True):
+            bottoms[x] = b + float(height)
+    labels = bins.drop_duplicates("log2_bin").set_index("log2_bin")["bin_label"].sort_index()
+    ax.set_xticks(list(labels.index))
+    ax.set_xticklabels(list(labels), rotation=45, ha="right", fontsize=8)
+    ax.set_xlabel("message size (power-of-two bins)")
+    ax.set_ylabel({"calls": "calls", "time_s": "time (s)", "bytes": "bytes"}.get(weight, weight))
+    if weight == "calls" and len(bins) and bins["calls"].max() > 100 * max(bins["calls"].min(), 1):
+        ax.set_yscale("log")
+    if bins["routine"].nunique() > 1:
+        ax.legend(fontsize=8)
+    ax.set_title(title or f"Message sizes ({weight})")
+    return ax
+
+
+def plot_comm_vs_elapsed(
+    frame: pd.DataFrame, *, ax: Axes | None = None, title: str | None = None
+) -> Axes:
+    """Per rank: elapsed time with the part spent in MPI drawn over it.
+
+    Args:
+        frame: from :func:`workshop.analysis.mpi.comm_fraction` (``rank``, ``comm_s``,
+            ``elapsed_s``, ``comm_fraction``).
+        ax: axes to draw on (default: a new figure).
+        title: axes title.
+
+    Returns:
+        The axes.
+    """
+    _require(frame, ["rank", "comm_s", "elapsed_s", "comm_fraction"], "plot_comm_vs_elapsed")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    ranks = frame["rank"].astype(int)
+    ax.bar(ranks, frame["elapsed_s"], color="lightgray", label="elapsed (MPI_Init to Finalize)")
+    ax.bar(ranks, frame["comm_s"], color="tab:orange", label="inside MPI")
+    for rank, comm, frac in zip(ranks, frame["comm_s"], frame["comm_fraction"], strict=True):
+        if pd.notna(frac):
+            ax.annotate(f"{100 * frac:.0f}%", (rank, comm), ha="center", va="bottom", fontsize=7)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("seconds")
+    if len(ranks) <= 32:
+        ax.set_xticks(list(ranks))
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or "Communication vs elapsed time per rank")
+    return ax
