@@ -1,0 +1,88 @@
+"""The ring-allreduce alpha-beta model: fit and prediction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workshop.analysis import commodel
+
+
+def _ops(nps, sizes, alpha_s, bandwidth, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in nps:
+        for m in sizes:
+            t = commodel.ring_allreduce_time_s(n, m, alpha_s, bandwidth)
+            rows.append({"np": n, "bytes": m, "dur_us": 1e6 * t * (1 + noise * rng.normal())})
+    return pd.DataFrame(rows)
+
+
+def test_ring_time_formula():
+    assert commodel.ring_allreduce_time_s(1, 1e6, 1e-5, 1e9) == 0
+    # 2(N-1) alpha + 2(N-1)/N m/B at N=4: 6 alpha + 1.5 m/B
+    assert commodel.ring_allreduce_time_s(4, 4e6, 1e-5, 1e9) == pytest.approx(6e-5 + 6e-3)
+
+
+def test_fit_recovers_alpha_and_bandwidth_at_one_n():
+    ops = _ops([2], np.geomspace(64, 8e6, 20), 25e-6, 2e9)
+    fit = commodel.fit_alpha_beta(ops)
+    assert fit["alpha_us"] == pytest.approx(25, rel=1e-6)
+    assert fit["bandwidth_bytes_per_s"] == pytest.approx(2e9, rel=1e-6)
+    assert fit["beta_ns_per_byte"] == pytest.approx(0.5, rel=1e-6)
+    assert fit["r2"] == pytest.approx(1.0)
+    assert fit["nps"] == [2]
+
+
+def test_fit_with_noise_and_several_n():
+    ops = _ops([2, 4, 8], np.geomspace(1e3, 1e7, 15), 40e-6, 1e9, noise=0.05)
+    ops = pd.concat([ops, pd.DataFrame({"np": [1], "bytes": [10], "dur_us": [99.0]})])
+    fit = commodel.fit_alpha_beta(ops)
+    assert fit["ops"] == 45  # the np=1 row is ignored
+    assert fit["alpha_us"] == pytest.approx(40, rel=0.25)
+    assert fit["bandwidth_bytes_per_s"] == pytest.approx(1e9, rel=0.1)
+
+
+def test_fit_constrains_coefficients_and_rejects_degenerate_input():
+    # durations falling with size (timer noise): beta would be negative, so it is clipped to
+    # 0 and alpha refitted alone: the mean of t / (2 (N-1))
+    flat = pd.DataFrame({"np": [2] * 4, "bytes": [10, 100, 1000, 10000],
+                         "dur_us": [50.0, 50.0, 49.9, 49.0]})  # fmt: skip
+    fit = commodel.fit_alpha_beta(flat)
+    assert fit["beta_ns_per_byte"] == 0
+    assert fit["bandwidth_bytes_per_s"] == float("inf")
+    assert fit["alpha_us"] == pytest.approx((50 + 50 + 49.9 + 49) / 4 / 2)
+    same = pd.DataFrame({"np": [2] * 3, "bytes": [8] * 3, "dur_us": [10.0, 11.0, 12.0]})
+    with pytest.raises(ValueError, match="not separable"):
+        commodel.fit_alpha_beta(same)
+    with pytest.raises(ValueError, match="need >= 3"):
+        commodel.fit_alpha_beta(same.iloc[:2])
+    with pytest.raises(ValueError, match="no column"):
+        commodel.fit_alpha_beta(same.drop(columns="bytes"))
+
+
+def test_predict_scaling_and_compare():
+    fit = {"alpha_us": 50.0, "bandwidth_bytes_per_s": 1e9}
+    pred = commodel.predict_scaling(
+        fit, compute_time_s=0.01, bytes_per_step=4e6, allreduces_per_step=2, batch_size=32,
+        nps=[1, 2, 4, 8],
+    )  # fmt: skip
+    p = pred.set_index("np")
+    assert p.loc[1, "speedup"] == 1 and p.loc[1, "comm_time_s"] == 0
+    expected_comm = 2 * commodel.ring_allreduce_time_s(2, 2e6, 50e-6, 1e9)
+    assert p.loc[2, "comm_time_s"] == pytest.approx(expected_comm)
+    assert p.loc[2, "speedup"] == pytest.approx(2 * 0.01 / (0.01 + expected_comm))
+    assert p["efficiency"].is_monotonic_decreasing
+    hidden = commodel.predict_scaling(
+        fit, compute_time_s=0.01, bytes_per_step=4e6, allreduces_per_step=2, batch_size=32,
+        nps=[2], overlap=1.0,
+    )  # fmt: skip
+    assert hidden["speedup"].iloc[0] == pytest.approx(2)
+    measured = pd.DataFrame({"np": [1, 2], "speedup_throughput": [1.0, 1.5]})
+    cmp = commodel.compare_prediction(pred, measured).set_index("np")
+    assert cmp.loc[2, "error"] == pytest.approx(p.loc[2, "speedup"] / 1.5 - 1)
+    assert np.isnan(cmp.loc[8, "speedup_measured"])
+    with pytest.raises(ValueError, match="compute_time_s > 0"):
+        commodel.predict_scaling(fit, compute_time_s=0, bytes_per_step=1, allreduces_per_step=1,
+                                 batch_size=1)  # fmt: skip

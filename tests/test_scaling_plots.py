@@ -1,0 +1,104 @@
+"""Smoke-and-content tests of the scaling and LR plots (Agg backend, no display)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from workshop.analysis import commodel, lr, scaling  # noqa: E402
+from workshop.io import logs  # noqa: E402
+from workshop.paths import data_path  # noqa: E402
+from workshop.plot import lr as plot_lr  # noqa: E402
+from workshop.plot import scaling as plot_scaling  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def test_speedup_efficiency_and_epoch_plots():
+    paths = [data_path("seeds", f"000-pytorch_cifar10.out.{n}") for n in (1, 2, 4)]
+    epochs = logs.read_epoch_logs(paths)
+    table = scaling.speedup_table(scaling.runs_from_epochs(epochs))
+    ax = plot_scaling.plot_speedup(
+        table,
+        amdahl=scaling.amdahl_fit(table["np"], table["speedup_throughput"]),
+        linear=scaling.linear_fit(table["np"], table["speedup_throughput"]),
+    )
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels[0] == "ideal" and len(labels) == 6
+    assert any(label.startswith("Amdahl f=") for label in labels)
+    throughput = ax.get_lines()[3]
+    assert np.allclose(throughput.get_ydata(), table["speedup_throughput"])
+    ax = plot_scaling.plot_efficiency(table)
+    assert len(ax.get_lines()) == 4
+    ax = plot_scaling.plot_epoch_times(epochs)
+    assert ax.get_yscale() == "log" and len(ax.get_lines()) == 3
+    assert ax.get_lines()[1].get_ydata()[0] == pytest.approx(23.069223165512085)
+
+
+def test_batch_sync_comm_tuning_plots():
+    df = pd.DataFrame({"batch_size": [16, 32, 64, 128], "steady_epoch_time_s": [4, 2, 1.1, 1]})
+    ax = plot_scaling.plot_batch_size(scaling.batch_size_plateau(df))
+    assert ax.get_lines()[0].get_xdata().tolist() == [16, 32, 64, 128]
+    sync = scaling.sync_overhead(pd.DataFrame({"np": [1, 2], "steps": [10, 5],
+                                               "steady_epoch_time_s": [1.0, 0.6]}))  # fmt: skip
+    plot_scaling.plot_sync(sync)
+    sizes = np.geomspace(100, 1e6, 10)
+    ops = pd.DataFrame({"np": 2, "bytes": sizes,
+                        "dur_us": 1e6 * commodel.ring_allreduce_time_s(2, sizes, 2e-5, 1e9)})
+    fit = commodel.fit_alpha_beta(ops)
+    ax = plot_scaling.plot_comm_fit(ops, fit)
+    assert "alpha = 20.0 us" in ax.get_title()
+    pred = commodel.predict_scaling(fit, compute_time_s=0.01, bytes_per_step=1e6,
+                                    allreduces_per_step=1, batch_size=32)  # fmt: skip
+    measured = pd.DataFrame({"np": [1, 2], "speedup_throughput": [1.0, 1.8]})
+    plot_scaling.plot_prediction(commodel.compare_prediction(pred, measured))
+    tuning = scaling.tuning_table(pd.DataFrame({"fusion_threshold_mb": [0, 64, None],
+                                                "cycle_time_ms": [1, 5, None],
+                                                "samples_per_s": [10.0, 20.0, 15.0]}))
+    ax = plot_scaling.plot_tuning(tuning)
+    assert [t.get_text() for t in ax.get_yticklabels()][-1] == "64 MB / 5 ms"
+
+
+def test_autotune_plots(tmp_path):
+    path = tmp_path / "autotune.csv"
+    path.write_text(
+        "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,"
+        "cycle_time_ms,tensor_fusion_threshold,score\n"
+        "0,0,0, 1,5,64,120\n0,0,0, 1,2,16,180\n0,0,0, 1,2,16,180\n"
+    )
+    tune = logs.read_autotune_log(path)
+    ax = plot_scaling.plot_autotune(tune)
+    assert "best: 2 ms, 16 MB" in ax.get_legend().get_texts()[0].get_text()
+    ax = plot_scaling.plot_autotune_progress(tune)
+    assert ax.get_lines()[1].get_ydata().tolist() == [120, 180]
+
+
+def test_lr_plots():
+    epochs = pd.DataFrame({
+        "run": ["a"] * 2 + ["b"] * 2, "epoch": [1, 2] * 2, "elapsed_s": [1, 2, 0.5, 1],
+        "test_accuracy": [0.5, 0.8, 0.3, 0.4], "train_accuracy": [0.6, 0.9, 0.3, 0.5],
+        "global_batch_size": [32, 32, 512, 512], "lr_scaling": ["none"] * 2 + ["linear"] * 2,
+        "warmup_epochs": [0, 0, 1, 1],
+    })  # fmt: skip
+    ax = plot_lr.plot_accuracy_curves(epochs, x="elapsed_s")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "batch 32, lr none", "batch 512, lr linear + 1 ep warmup",
+    ]  # fmt: skip
+    assert ax.get_xlabel() == "training time (s)"
+    acc = pd.DataFrame({"global_batch_size": [32, 512], "final_test_accuracy": [0.9, 0.7],
+                        "best_test_accuracy": [0.9, 0.75]})  # fmt: skip
+    plot_lr.plot_accuracy_vs_batch(acc)
+    schedules = {"linear + warmup": lr.lr_schedule(0.01, 512, 32, "linear", warmup_epochs=1)}
+    ax = plot_lr.plot_lr_schedules(schedules)
+    assert max(ax.get_lines()[0].get_ydata()) == pytest.approx(0.16)
+    plot_lr.plot_train_test_gap(lr.train_test_gap(epochs))

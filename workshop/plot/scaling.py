@@ -1,0 +1,245 @@
+"""Plots of scaling results: speedup/efficiency, per-epoch times, batch size, sync cost,
+the alpha-beta communication model, tuning knobs and Horovod's autotune log.
+
+Every function takes DataFrames from :mod:`workshop.analysis.scaling` /
+:mod:`workshop.analysis.commodel` / :func:`workshop.io.logs.read_autotune_log` and returns the
+matplotlib Axes it drew on.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from workshop.analysis.scaling import METRICS, amdahl_speedup
+
+METRIC_LABELS = {
+    "wall": "wall time (init included)",
+    "train": "training time",
+    "throughput": "steady-state throughput",
+}
+
+
+def _ax(ax: Axes | None) -> Axes:
+    return ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+
+
+def plot_speedup(
+    table: pd.DataFrame,
+    *,
+    metrics: tuple[str, ...] = METRICS,
+    amdahl: dict | None = None,
+    linear: dict | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Speedup vs workers for each metric, with the ideal line and optional fits.
+
+    Args:
+        table: from :func:`workshop.analysis.scaling.speedup_table`.
+        metrics: which of ``wall``, ``train``, ``throughput`` to draw (missing ones skipped).
+        amdahl: from :func:`~workshop.analysis.scaling.amdahl_fit`; drawn as a dashed curve.
+        linear: from :func:`~workshop.analysis.scaling.linear_fit`; drawn as a dotted line.
+        ax: Axes to draw on (a new figure if None).
+    """
+    ax = _ax(ax)
+    n = table["np"].to_numpy(dtype=float)
+    grid = np.linspace(n.min(), n.max(), 100)
+    ax.plot(grid, grid, color="0.6", lw=1, label="ideal")
+    for metric in metrics:
+        column = f"speedup_{metric}"
+        if column in table and table[column].notna().any():
+            ax.plot(n, table[column], "o-", label=METRIC_LABELS[metric])
+    if amdahl is not None:
+        f = amdahl["serial_fraction"]
+        ax.plot(grid, amdahl_speedup(grid, f), "--", color="k", lw=1, label=f"Amdahl f={f:.3f}")
+    if linear is not None:
+        ax.plot(
+            grid,
+            linear["slope"] * grid + linear["intercept"],
+            ":",
+            color="k",
+            lw=1,
+            label=f"linear fit, slope {linear['slope']:.2f}",
+        )
+    ax.set_xlabel("workers (np)")
+    ax.set_ylabel("speedup")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_efficiency(
+    table: pd.DataFrame, *, metrics: tuple[str, ...] = METRICS, ax: Axes | None = None
+) -> Axes:
+    """Parallel efficiency S(N)/N vs workers for each metric (1.0 = ideal)."""
+    ax = _ax(ax)
+    ax.axhline(1.0, color="0.6", lw=1, label="ideal")
+    for metric in metrics:
+        column = f"efficiency_{metric}"
+        if column in table and table[column].notna().any():
+            ax.plot(table["np"], table[column], "o-", label=METRIC_LABELS[metric])
+    ax.set_xlabel("workers (np)")
+    ax.set_ylabel("efficiency")
+    ax.set_ylim(0, max(1.1, float(np.nanmax(table.filter(like="efficiency_").to_numpy())) + 0.05))
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_epoch_times(epochs: pd.DataFrame, *, log: bool = True, ax: Axes | None = None) -> Axes:
+    """Training time of every epoch, one line per worker count: the first-epoch spike.
+
+    Args:
+        epochs: with ``np``, ``epoch``, ``train_time_s`` (median over runs sharing an np).
+        log: logarithmic time axis (the spike can be 40x the steady state).
+    """
+    ax = _ax(ax)
+    per = epochs.groupby(["np", "epoch"])["train_time_s"].median().reset_index()
+    for n, group in per.groupby("np"):
+        ax.plot(group["epoch"], group["train_time_s"], "o-", label=f"np={int(n)}")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training time per epoch (s)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_batch_size(plateau: dict, *, ax: Axes | None = None) -> Axes:
+    """Time per epoch vs batch size (one worker), the plateau point marked.
+
+    Args:
+        plateau: from :func:`workshop.analysis.scaling.batch_size_plateau`.
+    """
+    ax = _ax(ax)
+    table = plateau["table"]
+    ax.plot(table["batch_size"], table["time_s"], "o-")
+    ax.axvline(plateau["plateau_batch_size"], color="C3", ls="--", lw=1)
+    ax.annotate(
+        f"levels off at {plateau['plateau_batch_size']}",
+        (plateau["plateau_batch_size"], plateau["plateau_time_s"]),
+        textcoords="offset points",
+        xytext=(8, 12),
+        color="C3",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size (one worker)")
+    ax.set_ylabel("time per epoch (s)")
+    return ax
+
+
+def plot_sync(sync: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Time per synchronisation (bars) and synchronisation time per epoch (line) vs workers.
+
+    Args:
+        sync: from :func:`workshop.analysis.scaling.sync_overhead`.
+    """
+    ax = _ax(ax)
+    ax.bar(sync["np"].astype(str), sync["sync_time_per_step_ms"], color="C0", alpha=0.6)
+    ax.set_xlabel("workers (np)")
+    ax.set_ylabel("time per synchronisation (ms)", color="C0")
+    twin = ax.twinx()
+    twin.plot(sync["np"].astype(str), sync["sync_time_per_epoch_s"], "o-", color="C3")
+    twin.set_ylabel("synchronisation time per epoch (s)", color="C3")
+    return ax
+
+
+def plot_comm_fit(ops: pd.DataFrame, fit: dict, *, ax: Axes | None = None) -> Axes:
+    """Measured allreduce durations vs message size, with the fitted ring model per N.
+
+    Args:
+        ops: with ``np``, ``bytes``, ``dur_us`` (see
+            :func:`workshop.analysis.commodel.fit_alpha_beta`).
+        fit: the fit's result.
+    """
+    from workshop.analysis.commodel import ring_allreduce_time_s
+
+    ax = _ax(ax)
+    used = ops[ops["np"] >= 2]
+    for n, group in used.groupby("np"):
+        ax.scatter(group["bytes"], group["dur_us"], s=8, alpha=0.5, label=f"measured np={n}")
+        sizes = np.geomspace(max(group["bytes"].min(), 1), group["bytes"].max(), 50)
+        model = ring_allreduce_time_s(
+            n, sizes, fit["alpha_us"] * 1e-6, fit["bandwidth_bytes_per_s"]
+        )
+        ax.plot(sizes, model * 1e6, "k-", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    bandwidth = fit["bandwidth_bytes_per_s"] / 1e6
+    ax.set_title(f"alpha = {fit['alpha_us']:.1f} us, B = {bandwidth:.0f} MB/s", fontsize="medium")
+    ax.set_xlabel("allreduce message (bytes)")
+    ax.set_ylabel("duration (us)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_prediction(comparison: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Predicted vs measured throughput speedup (from
+    :func:`workshop.analysis.commodel.compare_prediction`), with the ideal line."""
+    ax = _ax(ax)
+    n = comparison["np"]
+    ax.plot(n, n, color="0.6", lw=1, label="ideal")
+    ax.plot(n, comparison["speedup_predicted"], "s--", label="alpha-beta model")
+    measured = comparison.dropna(subset=["speedup_measured"])
+    ax.plot(measured["np"], measured["speedup_measured"], "o", ms=8, label="measured")
+    ax.set_xlabel("workers (np)")
+    ax.set_ylabel("speedup")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_tuning(tuning: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Throughput for each (fusion threshold, cycle time) tried, fastest first.
+
+    Args:
+        tuning: from :func:`workshop.analysis.scaling.tuning_table`.
+    """
+    ax = _ax(ax)
+    labels = [
+        f"{'default' if pd.isna(f) else f'{f:g} MB'} / {'default' if pd.isna(c) else f'{c:g} ms'}"
+        for f, c in zip(tuning["fusion_threshold_mb"], tuning["cycle_time_ms"], strict=True)
+    ]
+    ax.barh(labels[::-1], tuning["samples_per_s"].to_numpy()[::-1])
+    ax.set_xlabel("samples/s (all workers)")
+    ax.set_ylabel("fusion threshold / cycle time")
+    return ax
+
+
+def plot_autotune(autotune: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """What Horovod's autotuner tried: cycle time vs fusion threshold, coloured by score,
+    the best setting starred.
+
+    Args:
+        autotune: from :func:`workshop.io.logs.read_autotune_log`.
+    """
+    ax = _ax(ax)
+    samples = autotune[~autotune["final_best"]]
+    points = ax.scatter(
+        samples["cycle_time_ms"],
+        samples["fusion_threshold_mb"],
+        c=samples["score_bytes_per_us"],
+        cmap="viridis",
+        s=40,
+    )
+    best = autotune.loc[autotune["score_bytes_per_us"].idxmax()]
+    ax.scatter(
+        [best["cycle_time_ms"]], [best["fusion_threshold_mb"]], marker="*", s=300, c="C3",
+        label=f"best: {best['cycle_time_ms']:.2g} ms, {best['fusion_threshold_mb']:.3g} MB",
+    )  # fmt: skip
+    ax.figure.colorbar(points, ax=ax, label="score (bytes/us)")
+    ax.set_xlabel("cycle time (ms)")
+    ax.set_ylabel("fusion threshold (MB)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_autotune_progress(autotune: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Autotune score of each sample in order, and the best so far."""
+    ax = _ax(ax)
+    samples = autotune[~autotune["final_best"]]
+    ax.plot(samples["sample"], samples["score_bytes_per_us"], "o", label="sample score")
+    ax.plot(samples["sample"], samples["best_so_far"], "-", label="best so far")
+    ax.set_xlabel("autotune sample")
+    ax.set_ylabel("score (bytes allreduced / us)")
+    ax.legend(fontsize="small")
+    return ax
