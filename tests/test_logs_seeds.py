@@ -95,12 +95,14 @@ def test_table_row_with_wrong_value_count_names_the_line(tmp_path):
 
 # Layout written by Horovod 0.28's ParameterManager (header, one line per sample, then the
 # best setting again); note the ", " after torus_allreduce, as in its source.
-AUTOTUNE_SAMPLE = """hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,cycle_time_ms,tensor_fusion_threshold,score
-0,0,0, 1,5,64,120.5
-0,0,0, 1,2.5,16,180.25
-0,0,0, 1,10,128,90
-0,0,0, 1,2.5,16,180.25
-"""
+AUTOTUNE_SAMPLE = (
+    "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,"
+    "cycle_time_ms,tensor_fusion_threshold,score\n"
+    "0,0,0, 1,5,64,120.5\n"
+    "0,0,0, 1,2.5,16,180.25\n"
+    "0,0,0, 1,10,128,90\n"
+    "0,0,0, 1,2.5,16,180.25\n"
+)
 
 
 def test_autotune_log(tmp_path):

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_sweep_launch import BASE, FakeLauncher
 
 from workshop.cli import main
 from workshop.launch import sweep
 from workshop.paths import data_path
-
-from test_sweep_launch import BASE, FakeLauncher
 
 
 def _json(capsys, *paths):
