@@ -86,3 +86,42 @@ def test_predict_scaling_and_compare():
     with pytest.raises(ValueError, match="compute_time_s > 0"):
         commodel.predict_scaling(fit, compute_time_s=0, bytes_per_step=1, allreduces_per_step=1,
                                  batch_size=1)  # fmt: skip
+
+
+def _spans():
+    """Spans as workshop.io.timeline reads them: two tensors fused in one GLOO_ALLREDUCE, then
+    one alone; a broadcast that must be ignored."""
+    rows = [
+        # tensor, kind, name, start, end, dtype, shape
+        ("g.w", "op", "ALLREDUCE", 0, 100, "float32", "[10, 128]"),
+        ("g.b", "op", "ALLREDUCE", 0, 101, "float32", "[10]"),
+        ("g.w", "activity", "GLOO_ALLREDUCE", 20, 90, None, None),
+        ("g.b", "activity", "GLOO_ALLREDUCE", 21, 91, None, None),
+        ("g.w", "op", "ALLREDUCE", 200, 260, "float32", "[10, 128]"),
+        ("g.w", "activity", "GLOO_ALLREDUCE", 210, 250, None, None),
+        ("bc", "op", "BROADCAST", 300, 400, None, None),
+        ("bc", "activity", "GLOO_BCAST", 310, 390, None, None),
+    ]
+    return pd.DataFrame(rows, columns=["tensor", "kind", "name", "start_us", "end_us",
+                                       "dtype", "shape"])  # fmt: skip
+
+
+def test_allreduce_ops_merge_fused_tensors():
+    ops = commodel.allreduce_ops(_spans(), 2)
+    assert ops["tensors"].tolist() == [2, 1]
+    assert ops["bytes"].tolist() == [4 * 1290, 4 * 1280]
+    assert ops["dur_us"].tolist() == [71, 40]
+    assert set(ops["np"]) == {2} and set(ops["collective"]) == {"GLOO_ALLREDUCE"}
+    with pytest.raises(ValueError, match="no column"):
+        commodel.allreduce_ops(_spans().drop(columns="shape"), 2)
+
+
+def test_quantile_fit_ignores_waiting_outliers():
+    sizes = np.geomspace(100, 1e6, 8)
+    clean = _ops([2], sizes, 30e-6, 1e9)
+    waits = clean.assign(dur_us=clean["dur_us"] + 5000)  # a straggler's wait added
+    ops = pd.concat([clean] * 9 + [waits], ignore_index=True)
+    fit = commodel.fit_alpha_beta(ops, quantile=0.1)
+    assert fit["alpha_us"] == pytest.approx(30, rel=1e-6)
+    assert fit["ops"] == 8 and fit["quantile"] == 0.1
+    assert commodel.fit_alpha_beta(ops)["alpha_us"] > 200

@@ -21,9 +21,82 @@ optimistic where N crosses a node boundary (seed 003's "bump at 9 GPUs").
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
+
+COLLECTIVES = ("GLOO_ALLREDUCE", "MPI_ALLREDUCE", "NCCL_ALLREDUCE", "CCL_ALLREDUCE")
+DTYPE_BYTES = {
+    "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8,
+    "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1,
+}  # fmt: skip
+
+
+def _shape_elements(shape: str) -> int:
+    dims = [int(d) for d in re.findall(r"\d+", str(shape))]
+    return int(np.prod(dims)) if dims else 1
+
+
+def allreduce_ops(spans: pd.DataFrame, np_workers: int) -> pd.DataFrame:
+    """One row per allreduce the collective library executed, from a timeline's spans.
+
+    Horovod fuses several tensors into one collective; in the timeline each fused tensor gets
+    its own activity span (``GLOO_ALLREDUCE``, ``MPI_ALLREDUCE``, ``NCCL_ALLREDUCE``) and these
+    overlap. Overlapping activity spans of one name are merged into one operation whose size is
+    the sum of the tensors' sizes (from the ``dtype``/``shape`` of each tensor's ``ALLREDUCE``
+    op span) and whose duration runs from the first start to the last end.
+
+    Args:
+        spans: ``Timeline.spans`` from :func:`workshop.io.timeline.read_timeline` (columns
+            ``tensor``, ``kind``, ``name``, ``start_us``, ``end_us``, ``dtype``, ``shape``).
+        np_workers: the run's worker count (the timeline does not record it).
+
+    Returns:
+        ``np``, ``collective`` (activity name), ``start_us``, ``dur_us``, ``tensors`` (fused
+        count), ``bytes``. Tensors whose size is unknown count as 0 bytes; operations of
+        unknown size are dropped.
+
+    Raises:
+        ValueError: if a column is missing.
+    """
+    needed = ["tensor", "kind", "name", "start_us", "end_us", "dtype", "shape"]
+    missing = [c for c in needed if c not in spans.columns]
+    if missing:
+        raise ValueError(f"allreduce_ops: the spans DataFrame has no column(s) {missing}")
+    ops = spans[(spans["kind"] == "op") & (spans["name"] == "ALLREDUCE")].dropna(
+        subset=["dtype", "shape"]
+    )
+    size = {
+        str(t): DTYPE_BYTES.get(str(d), 4) * _shape_elements(sh)
+        for t, d, sh in zip(ops["tensor"], ops["dtype"], ops["shape"], strict=True)
+    }
+    acts = spans[(spans["kind"] == "activity") & spans["name"].isin(COLLECTIVES)]
+    rows = []
+    for name, group in acts.sort_values("start_us").groupby("name", observed=True):
+        start = group["start_us"].to_numpy()
+        end = group["end_us"].to_numpy()
+        tensors = group["tensor"].astype(str).to_numpy()
+        # a new operation starts where a span begins after every earlier one has ended
+        new_op = np.ones(len(start), dtype=bool)
+        new_op[1:] = start[1:] >= np.maximum.accumulate(end)[:-1]
+        op_id = np.cumsum(new_op)
+        for i in np.unique(op_id):
+            sel = op_id == i
+            nbytes = sum(size.get(t, 0) for t in tensors[sel])
+            rows.append(
+                {
+                    "np": np_workers,
+                    "collective": name,
+                    "start_us": int(start[sel].min()),
+                    "dur_us": int(end[sel].max() - start[sel].min()),
+                    "tensors": int(sel.sum()),
+                    "bytes": int(nbytes),
+                }
+            )
+    columns = ["np", "collective", "start_us", "dur_us", "tensors", "bytes"]
+    out = pd.DataFrame(rows, columns=columns)
+    return out[out["bytes"] > 0].sort_values("start_us").reset_index(drop=True)
 
 
 def ring_allreduce_time_s(
@@ -38,19 +111,27 @@ def ring_allreduce_time_s(
     return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * np.asarray(nbytes) / bandwidth_bytes_per_s
 
 
-def fit_alpha_beta(ops: pd.DataFrame) -> dict:
+def fit_alpha_beta(ops: pd.DataFrame, *, quantile: float | None = None) -> dict:
     """Fit alpha (latency) and B (bandwidth) of the ring model to measured allreduces.
+
+    A timeline's collective span on rank 0 also contains the time rank 0 waits for slower
+    ranks to join (on a shared CPU machine that wait dominates and varies a lot). With
+    ``quantile`` (e.g. 0.1) the durations are first reduced to that quantile per (np, message
+    size), keeping the fastest executions, which are closest to the pure transfer cost.
 
     Args:
         ops: one row per allreduce operation (a fused batch counts once) with ``np`` (workers),
             ``bytes`` (message size: the summed size of the fused tensors) and ``dur_us``
             (duration of the collective itself, e.g. the timeline's ``MPI_ALLREDUCE`` /
             ``GLOO_ALLREDUCE`` activity). Rows with np < 2 are ignored.
+        quantile: reduce durations to this quantile per (np, bytes) before fitting (None: fit
+            every operation).
 
     Returns:
         ``alpha_us``, ``bandwidth_bytes_per_s`` (inf if no size dependence is measurable),
         ``beta_ns_per_byte``, ``r2`` (of the fitted durations), ``ops`` (points used),
-        ``nps`` (sorted worker counts seen), ``bytes_min``, ``bytes_max``. Both coefficients
+        ``nps`` (sorted worker counts seen), ``bytes_min``, ``bytes_max``, ``quantile``. Both
+        coefficients
         are constrained to be >= 0 (the other one is refitted alone when one would go negative).
 
     Raises:
@@ -61,6 +142,8 @@ def fit_alpha_beta(ops: pd.DataFrame) -> dict:
     if missing:
         raise ValueError(f"fit_alpha_beta: the input DataFrame has no column(s) {missing}")
     d = ops[(ops["np"] >= 2) & np.isfinite(ops["dur_us"]) & (ops["bytes"] > 0)]
+    if quantile is not None:
+        d = d.groupby(["np", "bytes"], as_index=False)["dur_us"].quantile(quantile)
     if len(d) < 3:
         raise ValueError(f"fit_alpha_beta: need >= 3 allreduces with np >= 2, got {len(d)}")
     n = d["np"].to_numpy(dtype=float)
@@ -92,6 +175,7 @@ def fit_alpha_beta(ops: pd.DataFrame) -> dict:
         "nps": sorted(int(v) for v in np.unique(n)),
         "bytes_min": float(m.min()),
         "bytes_max": float(m.max()),
+        "quantile": quantile,
     }
 
 
