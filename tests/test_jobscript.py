@@ -5,6 +5,7 @@ launchers), and with a real mpirun on this machine (live)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shlex
@@ -14,13 +15,24 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_jobscript_golden import CASES, generate
 
 from workshop.cli import build_parser, main
 from workshop.commands.jobscript import COMPUTED, RESOLVED, run_flags
 from workshop.commands.run import add_run_options
 from workshop.launch.jobscript import SYSTEMS, JobScriptError, JobSpec, plan, walltime_seconds
 
+
+def _load_golden_module():
+    """tests/test_jobscript_golden.py, loaded by path (works with every pytest import mode)."""
+    path = Path(__file__).with_name("test_jobscript_golden.py")
+    spec = importlib.util.spec_from_file_location("_jobscript_golden_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_GOLDEN = _load_golden_module()
+CASES, generate = _GOLDEN.CASES, _GOLDEN.generate
 PY = ["--python", "/opt/ws/bin/python", "--out", "/opt/ws/runs"]
 
 
