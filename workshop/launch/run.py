@@ -284,6 +284,10 @@ def _stop_leftovers(run_dir: Path) -> None:
                 pass
 
 
+# Start-up chatter of TensorFlow's C++ runtime in horovodrun itself: kept in the log only.
+LAUNCHER_NOISE = re.compile(r"absl::InitializeLog|cudart_stub\.cc|Could not find cuda drivers")
+
+
 def _stream(process: subprocess.Popen, log_path: Path, quiet: bool) -> None:
     """Copy the launcher's output to logs/launcher.log; show rank 0's lines (the progress)."""
     prefix = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:")
@@ -295,7 +299,8 @@ def _stream(process: subprocess.Popen, log_path: Path, quiet: bool) -> None:
             if quiet:
                 continue
             if match is None:
-                print(line, end="", flush=True)
+                if not LAUNCHER_NOISE.search(line):
+                    print(line, end="", flush=True)
             elif match.group(1) == "0" and match.group(2) == "stdout":
                 print(line[match.end():], end="", flush=True)
 
