@@ -190,7 +190,9 @@ def _script_run_command(script: str) -> list[str]:
     """The `workshop run` arguments of a script's launch line, variables substituted."""
     joined = script.replace("\\\n", " ")
     line = next(line for line in joined.splitlines() if "-m workshop.cli run" in line)
-    words = shlex.split(line.replace('"$LAUNCHER"', "LAUNCHER").replace('"$NP"', "99"))
+    for variable, value in (("LAUNCHER", "LAUNCHER"), ("NP", "99"), ("THREADS", "7")):
+        line = line.replace(f'"${variable}"', value)
+    words = shlex.split(line)
     return words[words.index("run") + 1 :]
 
 
@@ -285,6 +287,25 @@ def test_script_runs_and_hands_over_launcher_and_options(
             "module load conda",
             "conda activate base",
         ]
+
+
+@pytest.mark.parametrize(("cpus_on_node", "threads"), [("16", "4"), ("2", "1"), (None, "1")])
+def test_slurm_threads_come_from_the_allocated_cpus(
+    cpus_on_node: str | None, threads: str, tmp_path: Path
+) -> None:
+    python = tmp_path / "python"
+    _stub(python, f'echo "$@" > {tmp_path}/argv\n')
+    argv = [*CASES["slurm-torch-mnist-cpu-1x4"]]
+    argv[argv.index("--python") + 1] = str(python)
+    (tmp_path / "job.sh").write_text(render_case(argv))
+    env = {"PATH": "/usr/bin:/bin"} | (
+        {"SLURM_CPUS_ON_NODE": cpus_on_node} if cpus_on_node else {}
+    )
+    result = subprocess.run(["bash", str(tmp_path / "job.sh")], env=env, capture_output=True,
+                            text=True, timeout=30)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    words = (tmp_path / "argv").read_text().split()
+    assert words[words.index("--threads-per-rank") + 1] == threads
 
 
 def render_case(argv: list[str]) -> str:

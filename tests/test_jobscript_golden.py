@@ -50,6 +50,11 @@ CASES: dict[str, list[str]] = {
         "--walltime", "01:00:00", "--framework", "tensorflow", "--dataset", "mnist",
         "--fusion-threshold-mb", "32", "--cycle-time-ms", "3.5", *COMMON,
     ],
+    # CPU-only Slurm job with no --threads-per-rank: threads come from $SLURM_CPUS_ON_NODE.
+    "slurm-torch-mnist-cpu-1x4": [
+        "--system", "slurm", "--gpus-per-node", "0", "--ranks-per-node", "4",
+        "--steps-per-epoch", "50", *COMMON,
+    ],
 }  # fmt: skip
 
 

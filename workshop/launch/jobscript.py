@@ -477,7 +477,11 @@ def render(spec: JobSpec) -> str:
     lines += [
         f"# Horovod workshop job for {system.title}:",
         f"#   {spec.nodes} node(s) x {rpn} rank(s) = {job.np} ranks, {per_rank}"
-        + (f", {job.threads_per_rank} threads per rank." if job.threads_per_rank else "."),
+        + (
+            f", {job.threads_per_rank} threads per rank."
+            if job.threads_per_rank
+            else ", threads per rank = allocated CPUs / ranks per node."
+        ),
         "# It runs the same `workshop run` as on a laptop, so the run directory it writes has the",
         "# layout of docs/run-directory.md and the notebooks read it unchanged. Only the launcher",
         f"# differs: {launcher_note}",
@@ -502,8 +506,16 @@ def render(spec: JobSpec) -> str:
         "--launcher", '"$LAUNCHER"', "--np", '"$NP"', "--controller", "mpi",
         "--device", job.device,
     ]  # fmt: skip
+    threads_lines = []
     if job.threads_per_rank:
         run += ["--threads-per-rank", str(job.threads_per_rank)]
+    else:
+        # Cores per node unknown when the script was made: share the CPUs Slurm allocated.
+        threads_lines = [
+            "THREADS=$(( ${SLURM_CPUS_ON_NODE:-$RANKS_PER_NODE} / RANKS_PER_NODE ))",
+            "(( THREADS >= 1 )) || THREADS=1",
+        ]
+        run += ["--threads-per-rank", '"$THREADS"']
     run += list(spec.run_options)
     if spec.out_dir:
         run += ["--out", spec.out_dir]
@@ -513,6 +525,7 @@ def render(spec: JobSpec) -> str:
         f"NODES={spec.nodes}",
         f"RANKS_PER_NODE={rpn}",
         "NP=$((NODES * RANKS_PER_NODE))",
+        *threads_lines,
         f'LAUNCHER="{launcher}"',
         "",
         'echo "workshop job: $NP ranks on $NODES node(s), launcher: $LAUNCHER"',
