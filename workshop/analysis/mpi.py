@@ -494,6 +494,11 @@ def diagnose(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> list[str]
             f"Rank {rank} spent {fr.loc[rank, 'comm_s']:.3f} s of {fr.loc[rank, 'elapsed_s']:.3f}"
             f" s ({100 * fr.loc[rank, 'comm_fraction']:.1f}%) inside MPI calls."
         )
+    if (fr["comm_fraction"] > 1).any():
+        lines.append(
+            "Some ranks spent more time in MPI than they ran: several threads were inside MPI "
+            "at once, and their times add up (as in mpitrace)."
+        )
     if len(fr) > 1 and fr["comm_fraction"].notna().any():
         lines.append(
             f"Over {len(fr)} ranks the share of time in MPI ranges from "
@@ -514,8 +519,8 @@ def diagnose(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> list[str]
             f"Negotiation signature: {small} of {calls} MPI_Allreduce calls "
             f"({100 * sig['small_call_share']:.1f}%) move <= {small_bytes:g} bytes, taking "
             f"{sig['small_time_s']:.3f} s ({100 * sig['small_time_share']:.1f}% of the allreduce"
-            " time): Horovod's controller agreeing, cycle by cycle, which tensors every rank "
-            "has ready."
+            " time). In a Horovod run these are its controller agreeing, cycle by cycle, which "
+            "tensors every rank has ready."
         )
         lines.append(text)
         if large:

@@ -25,7 +25,7 @@ Example:
     >>> prof = read_mpitrace(data_path("mpi", "seed001-thetagpu-cpu"))
     >>> prof.ntasks, prof.ranks
     (16, [0])
-    >>> prof.routines.set_index("routine").loc["MPI_Allreduce", "calls"]
+    >>> int(prof.routines.set_index("routine").loc["MPI_Allreduce", "calls"])
     8161
 """
 
@@ -45,8 +45,10 @@ __all__ = [
     "ProfileFile",
     "MpiProfile",
     "parse_mpitrace",
+    "parse_mpitrace_bytes",
     "read_mpitrace_file",
     "find_profile_files",
+    "combine_files",
     "read_mpitrace",
     "read_mpitrace_jobs",
 ]
@@ -503,6 +505,31 @@ def _jobid_and_rank(path: Path) -> tuple[str, int | None]:
     return match["jobid"], int(match["rank"])
 
 
+def parse_mpitrace_bytes(data: bytes, *, source: str = "<bytes>", jobid: str = "") -> ProfileFile:
+    """Parse the bytes of one profile file (UTF-8 text).
+
+    Args:
+        data: the file's content.
+        source: name used in error messages and warnings (the path).
+        jobid: job id to record.
+
+    Returns:
+        The :class:`ProfileFile` (warnings in its ``warnings``, not issued).
+
+    Raises:
+        MpiTraceError: not UTF-8 text (names the line and byte offset), or as
+            :func:`parse_mpitrace`.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = data.count(b"\n", 0, exc.start) + 1
+        raise MpiTraceError(
+            f"{source}: line {lineno} (byte {exc.start}): not UTF-8 text; not an mpitrace profile"
+        ) from None
+    return parse_mpitrace(text, source=source, jobid=jobid)
+
+
 def read_mpitrace_file(path: str | Path) -> ProfileFile:
     """Read one ``mpi_profile.<jobid>.<rank>`` file.
 
@@ -514,20 +541,11 @@ def read_mpitrace_file(path: str | Path) -> ProfileFile:
 
     Raises:
         FileNotFoundError: no such file.
-        MpiTraceError: not UTF-8 text (names the line and byte offset), or as
-            :func:`parse_mpitrace`.
+        MpiTraceError: as :func:`parse_mpitrace_bytes`.
     """
     path = Path(path)
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        lineno = data.count(b"\n", 0, exc.start) + 1
-        raise MpiTraceError(
-            f"{path}: line {lineno} (byte {exc.start}): not UTF-8 text; not an mpitrace profile"
-        ) from None
     jobid, name_rank = _jobid_and_rank(path)
-    prof = parse_mpitrace(text, source=str(path), jobid=jobid)
+    prof = parse_mpitrace_bytes(path.read_bytes(), source=str(path), jobid=jobid)
     if name_rank is not None and name_rank != prof.rank:
         prof.warnings.append(f"the file name says rank {name_rank}, the file rank {prof.rank}")
     for message in prof.warnings:
@@ -565,7 +583,19 @@ def find_profile_files(path: str | Path) -> list[Path]:
     raise FileNotFoundError(f"no such file or directory: {path}")
 
 
-def _frame(files: list[ProfileFile], jobid: str) -> MpiProfile:
+def combine_files(files: list[ProfileFile], jobid: str) -> MpiProfile:
+    """Make the :class:`MpiProfile` of one job from its parsed files.
+
+    Args:
+        files: parsed files of one job (any order).
+        jobid: the job id.
+
+    Returns:
+        The :class:`MpiProfile`.
+
+    Raises:
+        MpiTraceError: two files for one rank, or files that disagree on the number of tasks.
+    """
     files = sorted(files, key=lambda f: f.rank)
     ranks = [f.rank for f in files]
     for rank in set(ranks):
@@ -686,7 +716,7 @@ def read_mpitrace_jobs(path: str | Path) -> dict[str, MpiProfile]:
     for file in find_profile_files(path):
         prof = read_mpitrace_file(file)
         by_job.setdefault(prof.jobid, []).append(prof)
-    return {jobid: _frame(by_job[jobid], jobid) for jobid in sorted(by_job)}
+    return {jobid: combine_files(by_job[jobid], jobid) for jobid in sorted(by_job)}
 
 
 def read_mpitrace(path: str | Path, *, job: str | None = None) -> MpiProfile:
