@@ -54,9 +54,15 @@ class FakeLauncher:
                    "lr_effective": config.lr}  # fmt: skip
         if status == "ok":
             (run_dir / "summary.json").write_text(json.dumps(summary))
-        record = {"schema": 1, "name": run_dir.name, "config": dataclasses.asdict(config),
-                  "status": status, "host": {"cores": os.cpu_count()},
-                  "data": {"name": config.dataset, "synthetic": False}, "duration_s": 3.0}
+        record = {
+            "schema": 1,
+            "name": run_dir.name,
+            "config": dataclasses.asdict(config),
+            "status": status,
+            "host": {"cores": os.cpu_count()},
+            "data": {"name": config.dataset, "synthetic": False},
+            "duration_s": 3.0,
+        }
         (run_dir / "run.json").write_text(json.dumps(record))
         if status != "ok":
             raise RunError(f"run failed; see {run_dir}/logs")
@@ -149,3 +155,20 @@ def test_read_sweep_tables(tmp_path):
         read_sweep(empty)
     with pytest.raises(FileNotFoundError, match="missing: no such directory"):
         read_sweep(tmp_path / "missing")
+
+
+def test_second_grid_adds_points_to_the_same_folder(tmp_path):
+    sweep.run_sweep(tmp_path, BASE, {"batch_size": [16]}, launcher=FakeLauncher(), progress=False)
+    large = dataclasses.replace(BASE, batch_size=256)
+    fake = FakeLauncher()
+    summary = sweep.run_sweep(tmp_path, large, {"lr_scaling": ["none", "linear"]},
+                              launcher=fake, progress=False)  # fmt: skip
+    assert fake.calls == ["p00-lrnone", "p01-lrlinear"] and len(summary) == 2
+    manifest = json.loads((tmp_path / "sweep.json").read_text())
+    assert [p["name"] for p in manifest["points"]] == ["p00", "p00-lrnone", "p01-lrlinear"]
+    assert all(0 <= p["loadavg_1min"] for p in manifest["points"])
+    runs, _ = read_sweep(tmp_path)
+    assert sorted(runs["batch_size"]) == [16, 256, 256]
+    again = FakeLauncher()
+    sweep.run_sweep(tmp_path, BASE, {"batch_size": [16]}, launcher=again, progress=False)
+    assert again.calls == []

@@ -7,11 +7,17 @@ The sweep directory holds one run directory per grid point and ``sweep.json``, t
      "grid": {"np": [1, 2], "batch_size": [32, 256]}, "base": {<RunConfig fields>},
      "points": [{"name": "p00-np1-bs32", "config": {...}, "status": "ok" | "failed" |
                  "interrupted" | "pending", "run": "<run directory name>" | null,
-                 "duration_s": 12.3, "error": null}, ...]}
+                 "duration_s": 12.3, "error": null, "loadavg_1min": 1.9}, ...]}
 
-A point is finished when a run directory in the sweep folder has run.json ``status: ok`` and
-the same configuration; running the same sweep again skips it (so an interrupted sweep resumes
-where it stopped, and failed points are retried in a new run directory; the failed one stays).
+``loadavg_1min`` is the machine's 1-minute load average when the point started: on a shared
+machine, a load above the core count means other work competed with the run and its timings.
+
+Sweeping a different grid into the same folder adds its points (the earlier ones stay listed,
+with their grid in ``history``), so one folder can hold e.g. a small-batch reference and a
+large-batch LR grid. A point is finished when a run directory in the sweep folder has run.json
+``status: ok`` and the same configuration; running the same sweep again skips it (so an
+interrupted sweep resumes where it stopped, and failed points are retried in a new run
+directory; the failed one stays).
 """
 
 from __future__ import annotations
@@ -180,10 +186,14 @@ def run_sweep(
         "base": dataclasses.asdict(base),
         "points": [],
     }
+    kept: list[dict] = []
     if manifest_path.exists():
         previous = json.loads(manifest_path.read_text())
         manifest["created_at"] = previous.get("created_at", manifest["created_at"])
         manifest["history"] = previous.get("history", []) + [previous.get("command")]
+        # points of an earlier, different grid stay listed (their runs stay in the folder)
+        wanted_configs = [dataclasses.asdict(config) for _, config in points]
+        kept = [p for p in previous.get("points", []) if p.get("config") not in wanted_configs]
     done = finished_runs(sweep_dir)
     entries = []
     for name, config in points:
@@ -199,7 +209,7 @@ def run_sweep(
                 "error": None,
             }
         )
-    manifest["points"] = entries
+    manifest["points"] = kept + entries
     _write_manifest(manifest_path, manifest)
 
     todo = [(entry, config) for entry, (_, config) in zip(entries, points, strict=True)]
@@ -208,6 +218,8 @@ def run_sweep(
     try:
         for entry, config in todo:
             bar.set_postfix_str(entry["name"])
+            # Other work on the machine skews timings: record the load each point started at.
+            entry["loadavg_1min"] = round(os.getloadavg()[0], 2)
             start = time.perf_counter()
             try:
                 run_dir = launcher(
@@ -230,7 +242,8 @@ def run_sweep(
                 bar.update(1)
     finally:
         bar.close()
-    return summarize(sweep_dir, manifest)
+    summary = summarize(sweep_dir, manifest)
+    return summary.iloc[len(kept) :].reset_index(drop=True)
 
 
 def _newest_run(sweep_dir: Path, name: str) -> str | None:
