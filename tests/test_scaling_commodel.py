@@ -125,3 +125,23 @@ def test_quantile_fit_ignores_waiting_outliers():
     assert fit["alpha_us"] == pytest.approx(30, rel=1e-6)
     assert fit["ops"] == 8 and fit["quantile"] == 0.1
     assert commodel.fit_alpha_beta(ops)["alpha_us"] > 200
+
+
+def test_predict_from_run_splits_step_into_compute_and_comm():
+    fit = {"alpha_us": 100.0, "bandwidth_bytes_per_s": 1e8}
+    # 10 steps, 2 allreduces of 50 kB each per step, measured at N=2
+    ops = pd.DataFrame({"np": [2] * 20, "bytes": [50_000] * 20, "dur_us": [0] * 20})
+    pred, inputs = commodel.predict_from_run(
+        fit, ops, steps=10, step_time_s=0.02, batch_size=32, nps=[1, 2, 4]
+    )
+    comm = 2 * (2 * 100e-6 + 50_000 / 1e8)  # 2 ops x (2 alpha + m/B) at N=2
+    assert inputs["comm_time_s"] == pytest.approx(comm)
+    assert inputs["compute_time_s"] == pytest.approx(0.02 - comm)
+    assert inputs["bytes_per_step"] == 100_000 and inputs["allreduces_per_step"] == 2
+    p = pred.set_index("np")
+    assert p.loc[2, "step_time_s"] == pytest.approx(0.02)  # reproduces the measured run
+    assert p.loc[1, "speedup"] == 1 and p.loc[4, "speedup"] < 4
+    with pytest.raises(ValueError, match="exceeds the measured step time"):
+        commodel.predict_from_run(fit, ops, steps=10, step_time_s=0.001, batch_size=32)
+    with pytest.raises(ValueError, match="one np"):
+        commodel.predict_from_run(fit, ops.iloc[:0], steps=10, step_time_s=0.02, batch_size=32)

@@ -262,3 +262,69 @@ def compare_prediction(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.Da
     out = out.merge(meas, on="np", how="outer").sort_values("np").reset_index(drop=True)
     out["error"] = out["speedup_predicted"] / out["speedup_measured"] - 1.0
     return out
+
+
+def predict_from_run(
+    fit: dict,
+    ops: pd.DataFrame,
+    *,
+    steps: int,
+    step_time_s: float,
+    batch_size: int,
+    nps: list[int] | np.ndarray = (1, 2, 4, 8, 16, 32),
+) -> tuple[pd.DataFrame, dict]:
+    """Predict scaling from one measured multi-worker run and its timeline's allreduces.
+
+    The run gives the traffic per step (bytes and operations, from ``ops``) and the measured
+    step time; the model's communication time at the run's N is subtracted from the step time
+    to estimate the compute time, then :func:`predict_scaling` extrapolates (no overlap).
+
+    Args:
+        fit: from :func:`fit_alpha_beta`.
+        ops: the run's allreduce operations (:func:`allreduce_ops`), one np value.
+        steps: optimizer steps the timeline covers (all epochs).
+        step_time_s: measured steady-state step time of the run.
+        batch_size: per-worker batch size.
+        nps: worker counts to predict.
+
+    Returns:
+        ``(prediction, inputs)``: the :func:`predict_scaling` table, and the derived inputs
+        ``np_run``, ``bytes_per_step``, ``allreduces_per_step``, ``comm_time_s`` (model, at the
+        run's N), ``compute_time_s``.
+
+    Raises:
+        ValueError: if ``ops`` is empty, mixes worker counts, or the model's communication
+            time exceeds the measured step time.
+    """
+    if ops.empty or ops["np"].nunique() != 1 or steps < 1:
+        raise ValueError("predict_from_run: need allreduces of one run (one np) and steps >= 1")
+    n_run = int(ops["np"].iloc[0])
+    per_step = max(len(ops) / steps, 1.0)
+    nbytes = float(ops["bytes"].sum()) / steps
+    comm = per_step * float(
+        ring_allreduce_time_s(
+            n_run, nbytes / per_step, fit["alpha_us"] * 1e-6, fit["bandwidth_bytes_per_s"]
+        )
+    )
+    compute = step_time_s - comm
+    if compute <= 0:
+        raise ValueError(
+            f"predict_from_run: modelled communication ({comm * 1e3:.2f} ms/step) exceeds the "
+            f"measured step time ({step_time_s * 1e3:.2f} ms)"
+        )
+    inputs = {
+        "np_run": n_run,
+        "bytes_per_step": nbytes,
+        "allreduces_per_step": per_step,
+        "comm_time_s": comm,
+        "compute_time_s": compute,
+    }
+    prediction = predict_scaling(
+        fit,
+        compute_time_s=compute,
+        bytes_per_step=nbytes,
+        allreduces_per_step=per_step,
+        batch_size=batch_size,
+        nps=nps,
+    )
+    return prediction, inputs

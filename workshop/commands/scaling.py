@@ -134,7 +134,74 @@ def build_report(paths: list[Path]) -> dict:
         if len(tuned[["fusion_threshold_mb", "cycle_time_ms"]].drop_duplicates()) > 1:
             report["tuning"] = scaling.tuning_table(tuned)
     report["lr"] = lr_analysis.lr_findings(runs)
+    comm = _comm_model(runs, report)
+    if comm:
+        report["comm"] = comm
     return report
+
+
+def _comm_model(runs: pd.DataFrame, report: dict) -> dict | None:
+    """Fit the ring-allreduce model to the timelines of multi-worker runs, predict scaling."""
+    import warnings
+
+    from workshop.analysis import commodel
+    from workshop.io.timeline import read_timeline
+
+    frames, per_run = [], {}
+    for row in runs.itertuples():
+        path = Path(row.path) / "timeline.json"
+        if row.np < 2 or not path.exists():
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # unclosed spans at the end are expected
+            spans = read_timeline(path).spans
+        ops = commodel.allreduce_ops(spans, int(row.np))
+        if len(ops):
+            frames.append(ops)
+            per_run[row.run] = ops
+    if not frames:
+        return None
+    ops = pd.concat(frames, ignore_index=True)
+    try:
+        fit = commodel.fit_alpha_beta(ops, quantile=0.1)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    out: dict = {"fit": fit, "timelines": len(per_run)}
+    # predict from a run with Horovod's default knobs when there is one
+    candidates = runs[runs["run"].isin(per_run)]
+    default = candidates[
+        candidates["fusion_threshold_mb"].isna() & candidates["cycle_time_ms"].isna()
+    ]
+    row = (default if len(default) else candidates).iloc[0]
+    steps = int(row["steps"] * row["epochs_done"])
+    try:
+        prediction, inputs = commodel.predict_from_run(
+            fit,
+            per_run[row["run"]],
+            steps=steps,
+            step_time_s=row["steady_epoch_time_s"] / row["steps"],
+            batch_size=int(row["batch_size"]),
+        )
+    except ValueError as exc:
+        out["prediction_error"] = str(exc)
+        return out
+    out |= {"run": row["run"], "inputs": inputs}
+    measured = None
+    for block in report["groups"]:
+        key = block["key"]
+        same = ("batch_size", "dataset", "fusion_threshold_mb", "cycle_time_ms")
+        if all(key.get(k) == _none(row[k]) for k in same if k in key):
+            measured = block["table"]
+            break
+    if measured is not None:
+        out["comparison"] = commodel.compare_prediction(prediction, measured)
+    else:
+        out["prediction"] = prediction
+    return out
+
+
+def _none(value):
+    return None if pd.isna(value) else value
 
 
 def _describe_key(key: dict) -> str:
@@ -185,10 +252,37 @@ def print_text(report: dict) -> None:
     if "tuning" in report:
         print("\n== Horovod tuning knobs (np > 1)")
         print(report["tuning"].to_string(**fmt))
+    if "comm" in report:
+        _print_comm(report["comm"], fmt)
     if report.get("lr"):
         print("\n== batch size and learning rate")
         for line in report["lr"]:
             print(f"- {line}")
+
+
+def _print_comm(comm: dict, fmt: dict) -> None:
+    print("\n== ring-allreduce model t = 2(N-1) alpha + 2(N-1)/N bytes/B, fitted to timelines")
+    if "error" in comm:
+        print(f"- no fit: {comm['error']}")
+        return
+    fit = comm["fit"]
+    print(
+        f"- alpha = {fit['alpha_us']:.1f} us, B = {fit['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s "
+        f"(fastest 10% per message size, {fit['ops']} sizes from {comm['timelines']} "
+        f"timelines, {fit['bytes_min']:.0f}-{fit['bytes_max']:.0f} bytes, R^2 {fit['r2']:.2f})"
+    )
+    if "prediction_error" in comm:
+        print(f"- no prediction: {comm['prediction_error']}")
+        return
+    inputs = comm["inputs"]
+    print(
+        f"- from run {comm['run']}: {inputs['bytes_per_step'] / 1e3:.0f} kB in "
+        f"{inputs['allreduces_per_step']:.1f} allreduces per step; modelled communication "
+        f"{inputs['comm_time_s'] * 1e3:.2f} ms, compute {inputs['compute_time_s'] * 1e3:.2f} ms "
+        "per step"
+    )
+    table = comm.get("comparison", comm.get("prediction"))
+    print(table.to_string(**fmt))
 
 
 def json_report(report: dict) -> dict:
@@ -238,6 +332,12 @@ def json_report(report: dict) -> dict:
         out["batch_size_plateau"] = {k: v for k, v in report["plateau"].items() if k != "table"}
     if report.get("lr"):
         out["lr_findings"] = report["lr"]
+    if "comm" in report:
+        comm = {k: v for k, v in report["comm"].items() if k not in ("comparison", "prediction")}
+        table = report["comm"].get("comparison", report["comm"].get("prediction"))
+        if table is not None:
+            comm["table"] = table.to_dict(orient="records")
+        out["comm_model"] = comm
     return _clean(out)
 
 
