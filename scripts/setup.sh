@@ -59,8 +59,13 @@ if ! "$PYTHON_BIN" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; t
     exit 1
 fi
 [[ -x "$VENV/bin/python" ]] || "$PYTHON_BIN" -m venv "$VENV"
-# shellcheck disable=SC1091
-source "$VENV/bin/activate"
+if [[ -f "$VENV/pyvenv.cfg" ]]; then
+    # shellcheck disable=SC1091
+    source "$VENV/bin/activate"
+else
+    # An existing environment that is not a venv (Binder's conda env $NB_PYTHON_PREFIX): use it.
+    export PATH="$VENV/bin:$PATH"
+fi
 
 # 3. Python packages (skipped when the requirement files have not changed).
 step "Python packages"

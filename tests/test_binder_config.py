@@ -168,12 +168,6 @@ def test_start_sets_runtime_environment_and_execs_the_command() -> None:
     assert env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scripts/setup.sh sources $VENV/bin/activate unconditionally; Binder's conda env "
-    "has none. Fix: source it only when $VENV/pyvenv.cfg exists, else PATH=$VENV/bin:$PATH "
-    "(issue 7 report). Remove this marker once applied (strict: an XPASS fails).",
-)
 def test_setup_sh_installs_into_an_existing_non_venv_environment(tmp_path: Path) -> None:
     """setup.sh with WORKSHOP_VENV=<Binder's conda env>, which has bin/python but no
     bin/activate: it must install into that environment (stand-in tools record the calls)."""

@@ -162,13 +162,11 @@ def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[li
     """The command that starts all ranks, and the extra environment it needs."""
     from workshop.train.common import threads_per_rank
 
-    threads = config.threads_per_rank or threads_per_rank(config.np, None)
-    env = {
-        "PYTHONUNBUFFERED": "1",
-        "TF_USE_LEGACY_KERAS": "1",
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "OMP_NUM_THREADS": str(threads),
-    }
+    env = {"PYTHONUNBUFFERED": "1", "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if config.threads_per_rank or not config.launcher:
+        # All horovodrun ranks share this host; on clusters each rank divides its own node's
+        # cores by its local size (workshop.train.common.threads_per_rank).
+        env["OMP_NUM_THREADS"] = str(config.threads_per_rank or threads_per_rank(config.np, None))
     if os.geteuid() == 0:
         # Open MPI refuses to start as root without these (containers, Binder, CI).
         env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
