@@ -15,8 +15,6 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from workshop.paths import REPO_DIR
 
 BINDER = REPO_DIR / "binder"

@@ -16,7 +16,7 @@ def test_warmup_ramps_linearly_then_holds():
     lrs = [lr_at(step, 10, 0.01, 0.05, warmup_epochs=2) for step in range(25)]
     assert lrs[0] == pytest.approx(0.01)
     assert lrs[10] == pytest.approx(0.03)
-    assert all(b > a for a, b in zip(lrs[:20], lrs[1:20]))
+    assert all(b > a for a, b in zip(lrs[:19], lrs[1:20], strict=True))
     assert lrs[20:] == [0.05] * 5
     assert lr_at(0, 10, 0.01, 0.05, warmup_epochs=0) == 0.05
 

