@@ -1,0 +1,130 @@
+"""``workshop timeline``: read a Horovod timeline and report what it shows.
+
+    workshop timeline report FILE               a diagnosis in words, with numbers
+    workshop timeline summary FILE [--json]     the key numbers (one JSON object with --json)
+    workshop timeline repair FILE -o OUT [--start-us A] [--end-us B]
+                                                a valid, closed copy for chrome://tracing
+
+FILE is a ``timeline.json`` (plain or gzip) or a run directory holding one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+PROGRESS_BYTES = 200 * 1024 * 1024
+
+
+def register(subparsers: Any) -> None:
+    """Add ``workshop timeline`` and its sub-commands."""
+    parser = subparsers.add_parser(
+        "timeline",
+        help="analyse a Horovod timeline (report, summary, repair)",
+        description="Read a Horovod timeline (HOROVOD_TIMELINE) and report what it shows.",
+    )
+    sub = parser.add_subparsers(dest="timeline_command", metavar="ACTION")
+    sub.required = True
+
+    report = sub.add_parser("report", help="a diagnosis in words, with numbers")
+    report.add_argument("file", help="timeline.json (plain or .gz) or a run directory")
+    report.set_defaults(func=_report)
+
+    summary = sub.add_parser("summary", help="the key numbers")
+    summary.add_argument("file", help="timeline.json (plain or .gz) or a run directory")
+    summary.add_argument("--json", action="store_true", help="print one JSON object")
+    summary.set_defaults(func=_summary)
+
+    repair = sub.add_parser(
+        "repair", help="write a valid, closed copy that chrome://tracing and Perfetto load"
+    )
+    repair.add_argument("file", help="timeline.json (plain or .gz) or a run directory")
+    repair.add_argument(
+        "-o", "--output", required=True, help="new file to write (not overwritten)"
+    )
+    repair.add_argument("--start-us", type=int, help="keep only from this time (microseconds)")
+    repair.add_argument("--end-us", type=int, help="keep only up to this time (microseconds)")
+    repair.set_defaults(func=_repair)
+
+
+def _read(path: str) -> Any:
+    """Read the timeline, printing warnings on stderr; None (after a message) on failure."""
+    from workshop.io.timeline import TimelineFormatError, TimelineWarning, read_timeline
+
+    p = Path(path)
+    size = p.stat().st_size if p.is_file() else 0
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TimelineWarning)
+            tl = read_timeline(p, progress=size > PROGRESS_BYTES and sys.stderr.isatty())
+    except (FileNotFoundError, TimelineFormatError, IsADirectoryError, PermissionError) as exc:
+        print(f"workshop timeline: {exc}", file=sys.stderr)
+        return None
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    return tl
+
+
+def _report(args: argparse.Namespace) -> int:
+    from workshop.analysis.timeline import timeline_report
+
+    tl = _read(args.file)
+    if tl is None:
+        return 2
+    print(timeline_report(tl))
+    return 0
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from workshop.analysis.timeline import timeline_summary
+
+    tl = _read(args.file)
+    if tl is None:
+        return 2
+    summary = timeline_summary(tl)
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    for key, value in summary.items():
+        if key == "tensor_names":
+            continue
+        if isinstance(value, dict):
+            print(f"{key}:")
+            for k, v in value.items():
+                print(f"  {k}: {v}")
+        elif isinstance(value, list) and key == "warnings":
+            for v in value:
+                print(f"warning: {v}")
+        else:
+            print(f"{key}: {value}")
+    return 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from workshop.io.timeline import write_timeline
+
+    out = Path(args.output)
+    if out.exists():
+        print(f"workshop timeline repair: {out} exists; nothing was overwritten", file=sys.stderr)
+        return 2
+    if args.start_us is not None and args.end_us is not None and args.end_us < args.start_us:
+        print(
+            f"workshop timeline repair: --end-us {args.end_us} is before --start-us "
+            f"{args.start_us}",
+            file=sys.stderr,
+        )
+        return 2
+    tl = _read(args.file)
+    if tl is None:
+        return 2
+    counts = write_timeline(tl, out, start_us=args.start_us, end_us=args.end_us)
+    print(
+        f"wrote {out}: {counts['events']} records ({counts['spans']} spans, {counts['ticks']} "
+        f"ticks, {counts['cycles']} cycle marks, {counts['tensors']} tensors); open it in "
+        "chrome://tracing or https://ui.perfetto.dev"
+    )
+    return 0

@@ -1,0 +1,221 @@
+"""Plots of Horovod timelines (matplotlib). Each takes what :mod:`workshop.io.timeline` or
+:mod:`workshop.analysis.timeline` returns and draws it; no analysis happens here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch
+
+__all__ = [
+    "plot_breakdown",
+    "plot_lateness_heatmap",
+    "plot_negotiation_share",
+    "plot_timeline_gantt",
+]
+
+# the trace viewer's idea: negotiation in one colour family, each library in its own
+PHASE_COLORS = {
+    "NEGOTIATE": "#c7c7c7",
+    "OP": "#6baed6",
+    "WAIT_FOR_DATA": "#fdd0a2",
+    "WAIT_FOR_OTHER_TENSOR_DATA": "#fdae6b",
+    "QUEUE": "#fd8d3c",
+    "MEMCPY": "#a1d99b",
+    "INIT": "#74c476",
+    "ALLOCATE": "#74c476",
+    "GLOO": "#9e9ac8",
+    "MPI": "#e6550d",
+    "NCCL": "#31a354",
+    "CCL": "#756bb1",
+    "OTHER": "#bdbdbd",
+}
+
+
+def phase_color(name: str) -> str:
+    """Colour of a span or phase name (``NEGOTIATE_ALLREDUCE``, ``GLOO_ALLREDUCE`` ...)."""
+    if name in PHASE_COLORS:
+        return PHASE_COLORS[name]
+    for prefix in ("NEGOTIATE", "WAIT_FOR_OTHER_TENSOR_DATA", "WAIT_FOR_DATA", "MEMCPY", "INIT"):
+        if name.startswith(prefix):
+            return PHASE_COLORS[prefix]
+    head = name.split("_", 1)[0]
+    if head in PHASE_COLORS:
+        return PHASE_COLORS[head]
+    if name == "OTHER_PROCESSING":
+        return PHASE_COLORS["OTHER"]
+    return PHASE_COLORS["OP"]
+
+
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def plot_timeline_gantt(
+    spans: pd.DataFrame,
+    *,
+    start_us: float | None = None,
+    end_us: float | None = None,
+    tensors: Sequence[str] | None = None,
+    ticks: pd.DataFrame | None = None,
+    max_tensors: int = 40,
+    ax: Axes | None = None,
+) -> Axes:
+    """Tensors over time, like chrome://tracing: one row per tensor, negotiation and op bars
+    with their activities drawn inside.
+
+    Args:
+        spans: ``Timeline.spans``.
+        start_us, end_us: the time window (default: everything).
+        tensors: which tensors, top to bottom (default: the first ``max_tensors`` seen in the
+            window).
+        ticks: ``Timeline.ticks`` to mark each rank's readiness with its rank number.
+        max_tensors: row limit when ``tensors`` is not given.
+        ax: where to draw.
+
+    Returns:
+        The Axes (x in milliseconds since the timeline start).
+    """
+    lo = spans["start_us"].min() if start_us is None else start_us
+    hi = spans["end_us"].max() if end_us is None else end_us
+    sp = spans[(spans["end_us"] >= lo) & (spans["start_us"] <= hi)]
+    names = sp["tensor"].astype(str)
+    rows = list(dict.fromkeys(names))[:max_tensors] if tensors is None else list(tensors)
+    ax = _axes(ax, (12, max(2.5, 0.28 * len(rows) + 1)))
+    y_of = {t: i for i, t in enumerate(rows)}
+    sp = sp[names.isin(y_of)]
+    y = sp["tensor"].astype(str).map(y_of).to_numpy(dtype=float)
+    x0 = np.maximum(sp["start_us"].to_numpy(), lo) / 1e3
+    x1 = np.minimum(sp["end_us"].to_numpy(), hi) / 1e3
+    depth = sp["depth"].to_numpy()
+    kind = sp["kind"].astype(str).to_numpy()
+    label = sp["name"].astype(str).to_numpy()
+    legend: dict[str, str] = {}
+    for name in dict.fromkeys(label):
+        for d in (0, 1, 2):
+            m = (label == name) & (np.minimum(depth, 2) == d)
+            if not m.any():
+                continue
+            color = phase_color(name) if kind[m][0] != "op" else PHASE_COLORS["OP"]
+            height = 0.8 if d == 0 else 0.5
+            ax.barh(
+                y[m], x1[m] - x0[m], left=x0[m], height=height, color=color,
+                edgecolor="none", align="center",
+            )  # fmt: skip
+            legend.setdefault("NEGOTIATE" if name.startswith("NEGOTIATE") else name, color)
+    if ticks is not None and len(ticks):
+        tk = ticks[(ticks["ts_us"] >= lo) & (ticks["ts_us"] <= hi)]
+        tk = tk[tk["tensor"].astype(str).isin(y_of)]
+        ty = tk["tensor"].astype(str).map(y_of).to_numpy(dtype=float)
+        ax.scatter(tk["ts_us"] / 1e3, ty, marker="|", s=80, color="black", linewidths=1)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(lo / 1e3, hi / 1e3)
+    ax.set_xlabel("time since timeline start (ms)")
+    ax.set_title("Horovod timeline: tensors over time")
+    handles = [Patch(color=c, label=n) for n, c in legend.items()]
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return ax
+
+
+def plot_breakdown(breakdown: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Stacked bars of where collective time goes, per group.
+
+    Args:
+        breakdown: :func:`workshop.analysis.timeline.breakdown` output (its first column is
+            the group: op, tensor or all).
+        ax: where to draw.
+
+    Returns:
+        The Axes (x in seconds of tensor time).
+    """
+    if breakdown.empty:
+        raise ValueError("the breakdown is empty: nothing to plot")
+    by = breakdown.columns[0]
+    wide = breakdown.pivot_table(
+        index=by, columns="phase", values="total_us", aggfunc="sum", fill_value=0
+    )
+    order = breakdown.groupby("phase")["total_us"].sum().sort_values(ascending=False).index
+    negotiate_first = sorted(order, key=lambda p: not str(p).startswith("NEGOTIATE"))
+    wide = wide[negotiate_first] / 1e6
+    ax = _axes(ax, (10, max(2.5, 0.35 * len(wide) + 1.2)))
+    left = np.zeros(len(wide))
+    for phase in wide.columns:
+        ax.barh(wide.index.astype(str), wide[phase], left=left, color=phase_color(str(phase)),
+                label=str(phase))  # fmt: skip
+        left += wide[phase].to_numpy()
+    ax.invert_yaxis()
+    ax.set_xlabel("tensor time (s)")
+    ax.set_title(f"Negotiation and processing per {by}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return ax
+
+
+def plot_lateness_heatmap(
+    matrix: pd.DataFrame, *, ax: Axes | None = None, max_tensors: int = 60
+) -> Axes:
+    """Rank x tensor lateness: who was ready last, for which tensor.
+
+    Args:
+        matrix: :func:`workshop.analysis.timeline.lateness_matrix` output.
+        ax: where to draw.
+        max_tensors: column limit.
+
+    Returns:
+        The Axes (colour: milliseconds behind the first rank).
+    """
+    if matrix.empty:
+        raise ValueError(
+            "no readiness ticks to plot (Horovod writes them only when the response cache "
+            "misses; HOROVOD_CACHE_CAPACITY=0 records them every step)"
+        )
+    m = matrix.iloc[:, :max_tensors] / 1e3
+    ax = _axes(ax, (min(14, 2 + 0.25 * m.shape[1]), 1.2 + 0.45 * m.shape[0]))
+    im = ax.imshow(m.to_numpy(dtype=float), aspect="auto", cmap="magma_r", interpolation="none")
+    ax.set_yticks(range(len(m.index)), [f"rank {r}" for r in m.index])
+    ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns], rotation=90, fontsize=6)
+    ax.figure.colorbar(im, ax=ax, label="late behind the first rank (ms)")
+    ax.set_title("Readiness lateness per rank and tensor")
+    return ax
+
+
+def plot_negotiation_share(evolution: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Negotiation share of collective time over the run (first steps vs steady state).
+
+    Args:
+        evolution: :func:`workshop.analysis.timeline.evolution` output.
+        ax: where to draw.
+
+    Returns:
+        The Axes: bars of negotiation and processing tensor time per interval (left axis, s)
+        and the negotiation share (right axis, %).
+    """
+    if evolution.empty:
+        raise ValueError("the evolution table is empty: nothing to plot")
+    ax = _axes(ax, (10, 3.5))
+    mid = (evolution["start_us"] + evolution["end_us"]) / 2e6
+    width = (evolution["end_us"] - evolution["start_us"]) / 1e6 * 0.9
+    ax.bar(mid, evolution["negotiate_us"] / 1e6, width=width, color=PHASE_COLORS["NEGOTIATE"],
+           label="negotiation")  # fmt: skip
+    ax.bar(mid, evolution["processing_us"] / 1e6, width=width,
+           bottom=evolution["negotiate_us"] / 1e6, color=PHASE_COLORS["OP"],
+           label="processing")  # fmt: skip
+    ax.set_xlabel("time since timeline start (s)")
+    ax.set_ylabel("tensor time (s)")
+    share = ax.twinx()
+    share.plot(mid, 100 * evolution["negotiation_share"], color="black", marker="o", ms=3,
+               label="negotiation share")  # fmt: skip
+    share.set_ylim(0, 105)
+    share.set_ylabel("negotiation share (%)")
+    lines = ax.get_legend_handles_labels()
+    more = share.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper right")
+    ax.set_title("Negotiation over time")
+    return ax
