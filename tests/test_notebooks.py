@@ -77,3 +77,17 @@ def test_replay_matches_expected_values(path, tmp_path):
     assert not problems, "\n".join(problems)
     assert run.peak_rss_bytes < BINDER_MEMORY_BYTES, (
         f"{path.name} peaked at {run.peak_rss_bytes / 2**20:.0f} MiB (Binder allows 2 GiB)")
+
+
+@pytest.mark.live
+@pytest.mark.notebook
+def test_notebook_02_live_launches_real_runs(tmp_path, monkeypatch, cpu_lock, horovod_ready):
+    monkeypatch.setenv("WORKSHOP_RUNS", str(tmp_path / "runs"))
+    results_path = tmp_path / "results.json"
+    notebook = REPO / "notebooks" / "02-launching-runs.ipynb"
+    execute(notebook, tmp_path / notebook.name,
+            {"RESULTS_PATH": str(results_path), "LIVE": True, "EPOCHS": 1, "STEPS": 5, "NP": 2})
+    assert json.loads(results_path.read_text())["live"] is True
+    statuses = sorted(json.loads(p.read_text())["status"]
+                      for p in (tmp_path / "runs").glob("*/run.json"))
+    assert statuses == ["failed", "ok"], statuses  # the normal run and the injected crash

@@ -1,0 +1,84 @@
+"""Pure analyses: DataFrame in, DataFrame out (no plotting here).
+
+Every name is also reachable through its module, e.g. ``analysis.timeline``.
+"""
+
+from workshop.analysis import commodel, lr, mpi, parallelism, scaling, timeline  # noqa: F401
+from workshop.analysis.commodel import (  # noqa: F401
+    allreduce_ops,
+    compare_prediction,
+    fit_alpha_beta,
+    predict_from_run,
+    predict_scaling,
+    ring_allreduce_time_s,
+)
+from workshop.analysis.lr import (  # noqa: F401
+    accuracy_vs_batch,
+    compare_lr_rules,
+    lr_findings,
+    lr_schedule,
+    scaled_lr,
+    time_to_accuracy,
+    train_test_gap,
+)
+from workshop.analysis.mpi import (  # noqa: F401
+    comm_fraction,
+    compare_profiles,
+    compare_summary,
+    dominant_routine,
+    load_imbalance,
+    message_size_bins,
+    negotiation_signature,
+    profile_summary,
+    routine_table,
+)
+from workshop.analysis.parallelism import (  # noqa: F401
+    choose_parallelism,
+    compare_runs,
+    crossover_bytes,
+    data_parallel_balance,
+    exchange_costs,
+    gpu_memory_bytes,
+    layer_table,
+    max_param_diff,
+    mlp_layer_table,
+    model_estimates,
+    parallelism_table,
+    parameter_server_s,
+    pipeline_bubble_fraction,
+    ring_allreduce_s,
+    stage_utilisation,
+    step_times,
+    transformer_layer_table,
+)
+from workshop.analysis.scaling import (  # noqa: F401
+    amdahl_fit,
+    amdahl_speedup,
+    batch_size_plateau,
+    first_epoch_overhead,
+    infer_throughput_per_worker,
+    karp_flatt,
+    linear_fit,
+    runs_from_epochs,
+    scaling_findings,
+    scaling_groups,
+    speedup_table,
+    sync_overhead,
+    syncs_per_epoch,
+    tuning_table,
+)
+from workshop.analysis.timeline import (  # noqa: F401
+    backend,
+    breakdown,
+    compare_timelines,
+    detect_backend,
+    early_vs_steady,
+    evolution,
+    fusion_groups,
+    lateness_matrix,
+    negotiation_share,
+    step_starts,
+    stragglers,
+    timeline_report,
+    timeline_summary,
+)

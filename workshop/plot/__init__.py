@@ -1,0 +1,44 @@
+"""Plots: ``plot_*(df, *, ax=None) -> Axes``, matplotlib only, no analysis inside.
+
+Every name is also reachable through its module, e.g. ``plot.timeline``.
+"""
+
+from workshop.plot import lr, mpi, parallelism, scaling, timeline  # noqa: F401
+from workshop.plot.lr import (  # noqa: F401
+    plot_accuracy_curves,
+    plot_accuracy_vs_batch,
+    plot_lr_schedules,
+    plot_train_test_gap,
+    run_label,
+)
+from workshop.plot.mpi import (  # noqa: F401
+    plot_comm_vs_elapsed,
+    plot_message_sizes,
+    plot_routine_times,
+)
+from workshop.plot.parallelism import (  # noqa: F401
+    plot_exchange_costs,
+    plot_loss,
+    plot_memory,
+    plot_step_breakdown,
+    plot_timeline,
+)
+from workshop.plot.scaling import (  # noqa: F401
+    plot_autotune,
+    plot_autotune_progress,
+    plot_batch_size,
+    plot_comm_fit,
+    plot_efficiency,
+    plot_epoch_times,
+    plot_prediction,
+    plot_speedup,
+    plot_sync,
+    plot_tuning,
+)
+from workshop.plot.timeline import (  # noqa: F401
+    phase_color,
+    plot_breakdown,
+    plot_lateness_heatmap,
+    plot_negotiation_share,
+    plot_timeline_gantt,
+)
