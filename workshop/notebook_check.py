@@ -40,6 +40,8 @@ def execute(notebook: Path, output: Path, parameters: dict, cwd: Path | None = N
     and its children (the kernel) every 50 ms; returns time and the peak of kernel + children."""
     import papermill
 
+    # Explorers draw one static plot when nobody can move their sliders (workshop.widgets).
+    os.environ["WORKSHOP_STATIC_WIDGETS"] = "1"
     me = psutil.Process(os.getpid())
     peak = 0
     done = threading.Event()
