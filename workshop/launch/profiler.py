@@ -56,11 +56,16 @@ def _mpicc() -> str:
 
 
 def _run_text(cmd: list[str]) -> str:
+    """stdout of a command run without LD_PRELOAD (whose loader messages would go to stderr
+    and change the build key); empty when it cannot run."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-    except OSError:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=60, check=False, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired):
         return ""
-    return (proc.stdout + proc.stderr).strip()
+    return proc.stdout.strip()
 
 
 def mpi_version() -> str:
@@ -103,7 +108,10 @@ def _compile(sources: list[Path], target: Path, extra: list[str]) -> None:
     tmp = Path(tmp_name)
     cmd = [_mpicc(), "-O2", "-Wall", *extra, "-o", str(tmp), *map(str, sources)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=300, check=False, env=env
+        )
         if proc.returncode != 0:
             raise ProfilerBuildError(
                 f"compiling {', '.join(map(str, sources))} failed (exit {proc.returncode}):\n"
