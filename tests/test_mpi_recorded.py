@@ -1,0 +1,40 @@
+"""The profiles recorded here from real Horovod runs show what the workshop teaches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workshop.analysis import mpi as analysis
+from workshop.io.mpitrace import read_mpitrace
+from workshop.paths import data_path
+
+RUNS = ["torch-mnist-mpi-ops-np2"]
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_recorded_run_is_a_profiled_mpi_controller_run(name):
+    run_dir = data_path("mpi", name)
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "ok"
+    assert run["config"]["controller"] == "mpi" and run["config"]["mpi_profile"] is True
+    prof = read_mpitrace(run_dir)
+    assert prof.ntasks == run["config"]["np"] and prof.layout == "current"
+    assert prof.files["complete"].all() and prof.warnings == []
+    mpi_args = next(a for a in run["launch_command"] if a.startswith("--mpi-args="))
+    assert f"WORKSHOP_MPI_PROFILE_JOBID={prof.jobid}" in mpi_args
+    # every rank's profile covers its whole run: elapsed close to the launch's wall time
+    assert (prof.files["elapsed_s"] < run["duration_s"]).all()
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_negotiation_signature_shows(name):
+    prof = read_mpitrace(data_path("mpi", name))
+    for rank in prof.ranks:
+        sig = analysis.negotiation_signature(prof, rank)
+        assert sig["small_call_share"] > 0.9, sig
+        assert sig["small_calls"] > 10 * sig["large_calls"] > 0  # MPI tensor ops: gradients too
+        bins = analysis.message_size_bins(prof, rank, "MPI_Allreduce")
+        assert bins.loc[bins["calls"].idxmax(), "bin_label"] == "<=8 B"
+    assert analysis.dominant_routine(prof)["routine"] == "MPI_Allreduce"
