@@ -32,9 +32,12 @@ import json
 import mmap
 import os
 import re
+import threading
 import warnings
 import zlib
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,8 +241,8 @@ def _k(s: bytes) -> np.uint64:
 
 K_PH = _k(b'{"ph": "')
 K_META = _k(b'{"name":')
-K_NAME1, K_NAME2 = _k(b'", "name'), _k(b'": "')  # '", "name": "' after the phase letter
-K_TS_E = _k(b'", "ts":')  # after the 'E', then ' '
+K_NAME7, K_NAME5 = _k(b'", "nam'), _k(b'e": "')  # '", "name": "' after the phase letter
+K_TS_E7, K_TS_E2 = _k(b'", "ts"'), _k(b": ")  # '", "ts": ' after the 'E'
 K_TS = _k(b', "ts": ')
 K_PID = _k(b', "pid":')  # then ' '
 K_DUR = _k(b', "dur":')  # then ' '
@@ -261,8 +264,9 @@ HASH_MULT = [
 ]
 STR_WORDS = 4  # names, dtypes and shapes up to 32 bytes take the fast path
 FAST_MARGIN = 384  # records starting this close to the end go to the slow path
-BATCH = 1 << 15  # record candidates per vectorised batch (cache-sized)
-CHUNK = 1 << 26  # bytes searched for '{' at a time
+BATCH = 1 << 17  # record candidates per vectorised batch
+CHUNK = 1 << 22  # bytes per scan task (cache-sized)
+THREADS = min(2, os.cpu_count() or 1)  # scan workers
 
 META_HEAD = re.compile(
     rb'\{"name": "(process_name|process_sort_index)", "ph": "M", "pid": (\d+), "args": \{'
@@ -311,9 +315,7 @@ def _quote_at(words: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, list[np
         hit = t != 0
         masked[k][todo] = w
         if hit.any():
-            th = t[hit]
-            low = th & (~th + np.uint64(1))
-            nbytes = np.log2(low.astype(np.float64)).astype(np.int64) >> 3
+            nbytes = _first_flagged_byte(t[hit])
             rows = todo[hit]
             length[rows] = 8 * k + nbytes
             masked[k][rows] = w[hit] & ((np.uint64(1) << (nbytes * 8).astype(np.uint64)) - ONES_1)
@@ -339,13 +341,24 @@ def _swar8(w: np.ndarray, nd: np.ndarray) -> np.ndarray:
     return v.astype(np.int64)
 
 
+def _first_flagged_byte(t: np.ndarray) -> np.ndarray:
+    """Index of the lowest byte whose high bit is set in each word of ``t`` (only high bits
+    set), 8 when none: the isolated lowest bit, 2**(8k+7), times 0x0001020304050607 puts k in
+    the top byte."""
+    low = (t & (~t + ONES_1)) >> SEVEN
+    k = ((low * BYTE_INDEX) >> FIFTY_SIX).astype(np.int64)
+    return np.where(t == 0, 8, k)
+
+
+SEVEN, FIFTY_SIX = np.uint64(7), np.uint64(56)
+BYTE_INDEX = np.uint64(0x0001020304050607)
+
+
 def _digit_count(w: np.ndarray) -> np.ndarray:
     """Number of leading ASCII digits in each little-endian word (8 if all are digits)."""
     x = w ^ ASCII_ZEROS  # digits become bytes 0..9
     t = (((x & LOW7) + SEVENTY_SIX) | x) & HIGHS  # high bit set where the byte is no digit
-    low = t & (~t + ONES_1)
-    nd = np.log2(np.where(t == 0, 1.0, low.astype(np.float64))).astype(np.int64) >> 3
-    return np.where(t == 0, 8, nd)
+    return _first_flagged_byte(t)
 
 
 ASCII_ZEROS = np.uint64(0x3030303030303030)
@@ -381,8 +394,10 @@ class _Vocab:
         self.by_string: dict[str, int] = {}
         self.by_hash: dict[int, int] = {}
         self.check: list[np.uint64] = []  # per code: second hash of its fast form
+        self.lock = threading.Lock()
 
     def code_of(self, s: str) -> int:
+        """Code of ``s`` (callers hold ``lock`` when workers may run)."""
         code = self.by_string.get(s)
         if code is None:
             code = len(self.strings)
@@ -411,17 +426,19 @@ class _Vocab:
         some = np.empty(len(uniques), dtype=np.int64)
         some[inverse] = np.arange(len(h1))  # any occurrence will do: all are checked below
         codes = np.empty(len(uniques), dtype=np.int64)
-        for u, hv in enumerate(uniques.tolist()):
-            code = self.by_hash.get(hv)
-            if code is None:
-                i = int(some[u])
-                raw = bytes(sc.bytes[start[i] : start[i] + length[i]])
-                code = self.code_of(raw.decode("utf-8", "replace"))
-                self.by_hash[hv] = code
-                self.check[code] = h2[i]
-            codes[u] = code
+        with self.lock:  # scan workers share the vocabulary
+            for u, hv in enumerate(uniques.tolist()):
+                code = self.by_hash.get(hv)
+                if code is None:
+                    i = int(some[u])
+                    raw = bytes(sc.bytes[start[i] : start[i] + length[i]])
+                    code = self.code_of(raw.decode("utf-8", "replace"))
+                    self.by_hash[hv] = code
+                    self.check[code] = h2[i]
+                codes[u] = code
+            check = np.array(self.check, dtype=np.uint64)
         out = codes[inverse]
-        same = np.array(self.check, dtype=np.uint64)[out] == h2
+        same = check[out] == h2
         return np.where(same, out, -1).astype(np.int32)
 
 
@@ -467,8 +484,11 @@ def _scan_batch(sc: _Words, s: np.ndarray, vocab: _Vocab) -> tuple[_Events, np.n
     """
     W, B = sc.words, sc.bytes
     n = len(s)
-    ph = B[s + 8]
-    ok = B[s + 9] == ord('"')
+    w8 = W[s + 8]  # 'B", "nam' or 'E", "ts"'
+    w16 = W[s + 16]  # 'e": "NAM' or ': 12345'
+    ph = (w8 & MASK[1]).astype(np.uint8)
+    tail7 = w8 >> np.uint64(8)
+    ok = np.ones(n, dtype=bool)
     pid = np.full(n, -1, dtype=np.int64)
     name = np.full(n, -1, dtype=np.int32)
     dtype = np.full(n, -1, dtype=np.int32)
@@ -479,12 +499,12 @@ def _scan_batch(sc: _Words, s: np.ndarray, vocab: _Vocab) -> tuple[_Events, np.n
     # 'E' records: '{"ph": "E", "ts": ' ; the others: '{"ph": "B", "name": "NAME", "ts": '
     is_e = ph == ord("E")
     ie = np.flatnonzero(is_e)
-    se = s[ie]
-    ok[ie] &= (W[se + 9] == K_TS_E) & (B[se + 17] == ord(" "))
-    tpos[ie] = se + 18
+    ok[ie] = (tail7[ie] == K_TS_E7) & ((w16[ie] & MASK[2]) == K_TS_E2)
+    tpos[ie] = s[ie] + 18
     inm = np.flatnonzero(~is_e)
     ns = s[inm] + 21
-    okn = (W[ns - 12] == K_NAME1) & ((W[ns - 4] & MASK[4]) == K_NAME2)
+    okn = (tail7[inm] == K_NAME7) & ((w16[inm] & MASK[5]) == K_NAME5)
+    del w8, w16, tail7
     nlen, nwords = _quote_at(W, ns)
     okn &= nlen >= 0
     after = ns + np.maximum(nlen, 0) + 1
@@ -860,8 +880,30 @@ def _parse(
     return _finish(rd, events)
 
 
+def _fast_chunk(
+    sc: _Words, lo: int, hi: int, vocab: _Vocab
+) -> tuple[np.ndarray, list[_Events], list[np.ndarray]]:
+    """Worker part of the scan of ``buf[lo:hi]``: record candidates and the fast parse.
+
+    Returns:
+        (offsets of '{"name":' metadata candidates, events, their end offsets).
+    """
+    cand = np.flatnonzero(sc.bytes[lo:hi] == ord("{")) + lo
+    words = sc.words[cand]
+    meta = cand[words == K_META]
+    ev_cand = cand[words == K_PH]
+    del cand, words
+    evs, ends = [], []
+    for i in range(0, len(ev_cand), BATCH):
+        e, end = _scan_batch(sc, ev_cand[i : i + BATCH], vocab)
+        evs.append(e)
+        ends.append(end)
+    return meta, evs, ends
+
+
 def _scan(rd: _Reader, body_lo: int, progress: bool) -> _Events:
-    """Find every record after ``body_lo``: fast scanner chunk by chunk, gaps one by one."""
+    """Find every record after ``body_lo``: the fast scanner on chunks (in worker threads; numpy
+    releases the GIL), then, in order, metadata records, overlaps and gaps."""
     n = rd.n
     sc = _Words(rd.buf, n)
     bar = None
@@ -871,38 +913,36 @@ def _scan(rd: _Reader, body_lo: int, progress: bool) -> _Events:
         bar = tqdm(total=n - body_lo, unit="B", unit_scale=True, desc="reading timeline")
     parts: list[_Events] = []
     prev_end = body_lo  # end of the last record taken
-    fast_hi = max(n - FAST_MARGIN, 0)
-    lo = body_lo
-    while lo < fast_hi:
-        hi = min(fast_hi, lo + CHUNK)
-        cand = np.flatnonzero(sc.bytes[lo:hi] == ord("{")) + lo
-        cand = cand[cand >= prev_end]
-        words = sc.w(cand)
-        metas = []
-        for start in cand[words == K_META].tolist():
-            if metas and start < metas[-1][1]:
-                continue
-            found = rd.meta_extent(start)
-            if found:
-                metas.append((start, found[0], found[1]))
-        ev_cand = cand[words == K_PH]
-        del cand, words
-        if metas:  # a tensor name may contain '{"ph": "'
-            mo = np.array([m[0] for m in metas], dtype=np.int64)
-            me = np.array([m[1] for m in metas], dtype=np.int64)
-            j = np.searchsorted(mo, ev_cand, side="right") - 1
-            inside = (j >= 0) & (ev_cand < me[np.maximum(j, 0)])
-            ev_cand = ev_cand[~inside]
-        evs, ends = [], []
-        for i in range(0, len(ev_cand), BATCH):
-            e, end = _scan_batch(sc, ev_cand[i : i + BATCH], rd.vocab)
-            evs.append(e)
-            ends.append(end)
-        prev_end = _tile(rd, sc, evs, ends, metas, prev_end, parts)
-        rd.src.release(min(prev_end, hi) - (1 << 16))
-        if bar is not None:
-            bar.update(hi - lo)
-        lo = hi
+    fast_hi = max(n - FAST_MARGIN, body_lo)
+    bounds = [(lo, min(fast_hi, lo + CHUNK)) for lo in range(body_lo, fast_hi, CHUNK)]
+    workers = min(THREADS, len(bounds))
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
+        pending: deque = deque()
+        for i, (lo, hi) in enumerate(bounds):
+            while len(pending) < 2 * workers and len(pending) + i < len(bounds):
+                clo, chi = bounds[i + len(pending)]
+                if pool is None:
+                    pending.append(_Done(_fast_chunk(sc, clo, chi, rd.vocab)))
+                else:
+                    pending.append(pool.submit(_fast_chunk, sc, clo, chi, rd.vocab))
+            meta_cand, evs, ends = pending.popleft().result()
+            metas = []
+            for start in meta_cand[meta_cand >= prev_end].tolist():
+                if metas and start < metas[-1][1]:
+                    continue
+                found = rd.meta_extent(start)
+                if found:
+                    metas.append((start, found[0], found[1]))
+            if metas or (evs and len(evs[0].off) and evs[0].off[0] < prev_end):
+                evs, ends = _drop_inside(evs, ends, metas, prev_end)
+            prev_end = _tile(rd, sc, evs, ends, metas, prev_end, parts)
+            rd.src.release(min(prev_end, hi) - (1 << 16))
+            if bar is not None:
+                bar.update(hi - lo)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     if bar is not None:
         bar.update(n - body_lo - bar.n)
         bar.close()
@@ -918,6 +958,39 @@ def _scan(rd: _Reader, body_lo: int, progress: bool) -> _Events:
     return events
 
 
+class _Done:
+    """A finished result with the interface of a Future (the single-thread path)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+def _drop_inside(
+    evs: list[_Events], ends: list[np.ndarray], metas: list, prev_end: int
+) -> tuple[list[_Events], list[np.ndarray]]:
+    """Drop event candidates inside a metadata record (a tensor name may hold '{"ph": "') or
+    inside the previous chunk's last record."""
+    mo = np.array([m[0] for m in metas], dtype=np.int64)
+    me = np.array([m[1] for m in metas], dtype=np.int64)
+    out_e, out_end = [], []
+    for e, end in zip(evs, ends, strict=True):
+        keep = e.off >= prev_end
+        if len(mo):
+            j = np.searchsorted(mo, e.off, side="right") - 1
+            keep &= ~((j >= 0) & (e.off < me[np.maximum(j, 0)]))
+        if keep.all():
+            out_e.append(e)
+            out_end.append(end)
+        else:
+            idx = np.flatnonzero(keep)
+            out_e.append(e.take(idx))
+            out_end.append(end[idx])
+    return out_e, out_end
+
+
 def _tile(rd: _Reader, sc: _Words, evs: list[_Events], ev_ends: list[np.ndarray], metas: list,
           prev_end: int, parts: list[_Events]) -> int:  # fmt: skip
     """Order a chunk's records, drop overlapping ones, and read the gaps that are not plain
@@ -926,8 +999,11 @@ def _tile(rd: _Reader, sc: _Words, evs: list[_Events], ev_ends: list[np.ndarray]
     m_end = np.array([m[1] for m in metas], dtype=np.int64)
     off = np.concatenate([e.off for e in evs] + [m_off])
     ends = np.concatenate(ev_ends + [m_end])
-    order = np.argsort(off, kind="stable")
-    off, ends = off[order], ends[order]
+    if metas:
+        order = np.argsort(off, kind="stable")
+        off, ends = off[order], ends[order]
+    else:  # fast records come in offset order
+        order = np.arange(len(off))
     while len(off) > 1:  # a record that runs into the next one is not what it seems
         bad = np.flatnonzero(ends[:-1] > off[1:])
         if not len(bad):
@@ -969,19 +1045,23 @@ def _tile(rd: _Reader, sc: _Words, evs: list[_Events], ev_ends: list[np.ndarray]
 
 
 def _tail(rd: _Reader, lo: int) -> None:
-    """What follows the last fast record: ']' (closed array), ',' (open array: Horovod
+    """What follows the last fast record: ']' (closed array), ',' (an open array: Horovod
     <= 0.20.0), more records in another layout, or a cut last record."""
-    rest = bytes(rd.buf[lo : rd.n])
-    s = rest.strip()
-    if s == b",":
+    n = rd.n
+    s = bytes(rd.buf[lo:n]).strip()
+    if s not in (b"", b","):
+        rd.parse_region(lo, n, tail=True)
+    if rd.closing is not None or rd.truncated_at is not None or not rd.records:
         return
-    if s == b"" and lo > 0 and rd.records and bytes(rd.buf[lo - 1 : lo]) == b"}":
-        rd.truncated_at = rd.n  # Horovod writes '}]' or '},' after a record: cut in between
-        return
-    rd.parse_region(lo, rd.n, tail=True)
-    if rd.closing is None and rd.truncated_at is None and rd.records:
-        if bytes(rd.buf[max(lo, rd.n - 4096) : rd.n]).rstrip().endswith(b"}"):
-            rd.truncated_at = rd.n
+    last = bytes(rd.buf[max(lo, n - 64) : n])
+    if last.rstrip().endswith(b"}"):
+        rd.truncated_at = n  # Horovod writes '}]' or '},' after a record: cut in between
+    elif last.rstrip().endswith(b","):
+        # Horovod <= 0.20.0 ends every record in '},' + newline and never closes the array;
+        # later versions join event records with '},{' and close the array after each one, so
+        # an open array from them is a cut file
+        if not last.endswith(b"\n") or rd.buf.find(b"},{", max(0, n - (1 << 20)), n) >= 0:
+            rd.truncated_at = n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1260,8 +1340,10 @@ def _cycles(ev: _Events, vocab: np.ndarray, last_ts: int) -> pd.DataFrame:
     """``CYCLE_START`` marks (``HOROVOD_TIMELINE_MARK_CYCLES=1``)."""
     is_cycle = np.array([s == "CYCLE_START" for s in vocab], dtype=bool)
     sel = np.flatnonzero((ev.ph == ord("i")) & is_cycle[ev.name])
-    sel = sel[np.argsort(ev.ts[sel], kind="stable")]
     start = ev.ts[sel]
+    if len(start) > 1 and (start[1:] < start[:-1]).any():
+        order = np.argsort(start, kind="stable")
+        sel, start = sel[order], start[order]
     end = np.append(start[1:], max(last_ts, int(start[-1]))) if len(start) else start
     return pd.DataFrame(
         {
@@ -1270,7 +1352,8 @@ def _cycles(ev: _Events, vocab: np.ndarray, last_ts: int) -> pd.DataFrame:
             "end_us": end,
             "dur_us": end - start,
             "seq": sel,
-        }
+        },
+        copy=False,
     )
 
 

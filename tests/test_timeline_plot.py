@@ -1,0 +1,62 @@
+"""Timeline plots draw what the analyses return (real recording, Agg backend)."""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from workshop.analysis import timeline as A  # noqa: E402
+from workshop.io.timeline import TimelineWarning, read_timeline  # noqa: E402
+from workshop.paths import data_path  # noqa: E402
+from workshop.plot import timeline as P  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tl():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimelineWarning)
+        return read_timeline(data_path("timelines", "tl-torch-gloo-np2-cycles"))
+
+
+def test_gantt_window(tl) -> None:
+    steps = A.step_starts(tl.spans)
+    lo, hi = steps["start_us"].iloc[10], steps["start_us"].iloc[12]
+    ax = P.plot_timeline_gantt(tl.spans, start_us=lo, end_us=hi, ticks=tl.ticks)
+    inside = tl.spans[(tl.spans["end_us"] >= lo) & (tl.spans["start_us"] <= hi)]
+    assert len(ax.patches) == len(inside)
+    assert ax.get_xlim() == pytest.approx((lo / 1e3, hi / 1e3))
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert set(labels) == set(inside["tensor"].astype(str))
+    plt.close(ax.figure)
+
+
+def test_breakdown_bars(tl) -> None:
+    bd = A.breakdown(tl.spans, by="op")
+    ax = P.plot_breakdown(bd)
+    widths = pd.Series([p.get_width() for p in ax.patches]).sum()
+    assert widths == pytest.approx(bd["total_us"].sum() / 1e6)
+    plt.close(ax.figure)
+
+
+def test_lateness_heatmap(tl) -> None:
+    m = A.lateness_matrix(tl.ticks)
+    ax = P.plot_lateness_heatmap(m)
+    assert ax.images[0].get_array().shape == m.shape
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="no readiness ticks"):
+        P.plot_lateness_heatmap(A.lateness_matrix(tl.ticks.iloc[:0]))
+
+
+def test_negotiation_share_over_time(tl) -> None:
+    ev = A.evolution(tl.spans, edges=A.step_starts(tl.spans)["start_us"])
+    fig, ax = plt.subplots()
+    assert P.plot_negotiation_share(ev, ax=ax) is ax
+    assert len(ax.patches) == 2 * len(ev)
+    plt.close(fig)
