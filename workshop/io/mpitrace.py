@@ -573,7 +573,10 @@ def find_profile_files(path: str | Path) -> list[Path]:
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and FILE_NAME.match(p.name))
         if not found:
-            raise FileNotFoundError(f"no mpi_profile.<jobid>.<rank> files in directory {path}")
+            raise FileNotFoundError(
+                f"no mpi_profile.<jobid>.<rank> files in directory {path} (make some with "
+                "`workshop run --controller mpi --mpi-profile`, or mpitrace's LD_PRELOAD)"
+            )
         return found
     if any(ch in text for ch in "*?["):
         found = sorted(Path(p) for p in glob.glob(text) if Path(p).is_file())

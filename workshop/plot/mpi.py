@@ -61,7 +61,7 @@ def plot_message_sizes(
     ax: Axes | None = None,
     title: str | None = None,
 ) -> Axes:
-    """Histogram of messages on power-of-two size bins, one stacked colour per routine.
+    """Histogram of messages on power-of-two size bins, one bar per routine in each bin.
 
     Args:
         bins: from :func:`workshop.analysis.mpi.message_size_bins` (``routine``,
@@ -76,13 +76,12 @@ def plot_message_sizes(
     _require(bins, ["routine", "log2_bin", "bin_label", weight], "plot_message_sizes")
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
-    bottoms: dict[int, float] = {}
-    for routine, group in bins.groupby("routine", sort=True):
-        xs = [int(b) for b in group["log2_bin"]]
-        base = [bottoms.get(x, 0.0) for x in xs]
-        ax.bar(xs, group[weight], bottom=base, width=0.8, label=str(routine))
-        for x, height, b in zip(xs, group[weight], base, strict=True):
-            bottoms[x] = b + float(height)
+    routines = sorted(bins["routine"].unique())
+    width = 0.8 / max(len(routines), 1)
+    for i, routine in enumerate(routines):
+        group = bins[bins["routine"] == routine]
+        xs = [int(b) - 0.4 + width * (i + 0.5) for b in group["log2_bin"]]
+        ax.bar(xs, group[weight], width=width, label=str(routine))
     labels = bins.drop_duplicates("log2_bin").set_index("log2_bin")["bin_label"].sort_index()
     ax.set_xticks(list(labels.index))
     ax.set_xticklabels(list(labels), rotation=45, ha="right", fontsize=8)
