@@ -1,0 +1,117 @@
+"""Horovod's cost at one worker, and what a second worker buys, measured in one run.
+
+The seed thesis (seed 003) reports about 17% Horovod overhead at one GPU. This script trains the
+workshop's MNIST CNN (offline subset, batch 32 per worker, SGD) for a fixed number of steps
+three ways, interleaved and repeated so that the machine's background noise hits all alike:
+
+  plain    plain PyTorch, one process, all cores;
+  hvd-np1  the same loop under horovodrun -np 1 with hvd.DistributedOptimizer;
+  hvd-np2  horovodrun -np 2 (cores split between the ranks).
+
+It prints steady-state samples/s (after warm-up steps) for each, and the ratios
+plain / hvd-np1 (the one-worker overhead) and hvd-np2 / hvd-np1 (the two-worker speedup).
+
+    python benchmarks/horovod_overhead.py [--steps 150] [--repeats 3] [--controller gloo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+WARMUP_STEPS = 20
+
+
+def worker(mode: str, steps: int, batch_size: int) -> None:
+    """Train ``steps`` steps and print one JSON line (rank 0) with steady samples/s."""
+    import torch
+
+    from workshop.train.common import shard_indices
+    from workshop.train.data import load
+    from workshop.train.torch_train import build_model
+
+    if mode == "horovod":
+        import horovod.torch as hvd
+
+        hvd.init()
+        rank, size = hvd.rank(), hvd.size()
+    else:
+        rank, size = 0, 1
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // size))
+    torch.manual_seed(0)
+    dataset = load("mnist", "subset")
+    x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
+    indices = shard_indices(len(y), rank, size, epoch=0, seed=0)
+    model = build_model("mnist")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if mode == "horovod":
+        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    per_shard = len(indices) // batch_size
+    start = None
+    for step in range(steps + WARMUP_STEPS):
+        if step == WARMUP_STEPS:
+            start = time.perf_counter()
+        batch = step % per_shard
+        idx = torch.from_numpy(indices[batch * batch_size:(batch + 1) * batch_size])
+        optimizer.zero_grad()
+        loss_fn(model(x[idx]), y[idx]).backward()
+        optimizer.step()
+    elapsed = time.perf_counter() - start
+    if rank == 0:
+        print(json.dumps({"samples_per_s": steps * batch_size * size / elapsed}), flush=True)
+
+
+def measure(kind: str, steps: int, batch_size: int, controller: str) -> float:
+    program = [sys.executable, __file__, "--worker", "plain" if kind == "plain" else "horovod",
+               "--steps", str(steps), "--batch-size", str(batch_size)]  # fmt: skip
+    env = os.environ | {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    if kind != "plain":
+        np = kind[-1]
+        program = ["horovodrun", "-np", np, "-H", f"localhost:{np}", f"--{controller}", *program]
+    result = subprocess.run(program, capture_output=True, text=True, env=env, check=False)
+    for line in result.stdout.splitlines():
+        if '"samples_per_s"' in line:
+            return json.loads(line[line.index("{"):])["samples_per_s"]
+    raise RuntimeError(f"{kind} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", choices=("plain", "horovod"))
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--controller", choices=("gloo", "mpi"), default="gloo")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.steps, args.batch_size)
+        return 0
+    kinds = ("plain", "hvd-np1", "hvd-np2")
+    samples = {kind: [] for kind in kinds}
+    for repeat in range(args.repeats):
+        for kind in kinds:
+            samples[kind].append(measure(kind, args.steps, args.batch_size, args.controller))
+            print(f"repeat {repeat + 1}/{args.repeats} {kind:8s} "
+                  f"{samples[kind][-1]:8.1f} samples/s", flush=True)
+    median = {kind: statistics.median(values) for kind, values in samples.items()}
+    print(f"\nmedian samples/s ({args.steps} steps after {WARMUP_STEPS} warm-up, batch "
+          f"{args.batch_size}/worker, {os.cpu_count()} cores, controller {args.controller}):")
+    for kind in kinds:
+        print(f"  {kind:8s} {median[kind]:8.1f}")
+    overhead = median["plain"] / median["hvd-np1"] - 1
+    print(f"Horovod np=1 overhead vs plain PyTorch: {overhead:+.1%} "
+          f"(ratio plain/hvd-np1 = {median['plain'] / median['hvd-np1']:.3f}; seed 003: ~17% "
+          "at one GPU)")
+    print(f"Horovod np=2 vs np=1 throughput: {median['hvd-np2'] / median['hvd-np1']:.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
