@@ -477,11 +477,16 @@ def scaling_findings(
     if len(multi) >= 1 and measured:
         m = "throughput" if "throughput" in measured else measured[0]
         fit = amdahl_fit(table["np"], table[f"speedup_{m}"])
+        basis = (
+            f"{fit['points']} worker counts"
+            if fit["points"] > 1
+            else "one worker count, so exactly determined (Karp-Flatt)"
+        )
         lines.append(
             f"Amdahl fit on {names[m]}: serial fraction {fit['serial_fraction']:.3f} "
-            f"(speedup limit {fit['max_speedup']:.1f}x)."
+            f"(speedup limit {fit['max_speedup']:.1f}x; from {basis})."
         )
-        if table["np"].nunique() >= 2:
+        if table["np"].nunique() >= 3:
             lin = linear_fit(table["np"], table[f"speedup_{m}"])
             lines.append(
                 f"Linear fit on {names[m]}: {lin['slope']:.2f} speedup per added worker "

@@ -216,7 +216,8 @@ def print_text(report: dict) -> None:
         runs = report["runs"]
         cores = runs["cores"].dropna()
         machine = f"{int(cores.iloc[0])} cores" if len(cores) else "unknown cores"
-        print(f"{len(runs)} finished runs, np {sorted(runs['np'].unique())}, machine {machine}")
+        nps = ", ".join(str(int(n)) for n in sorted(runs["np"].unique()))
+        print(f"{len(runs)} finished runs, np {nps}, machine {machine}")
         if runs.get("oversubscribe", pd.Series(dtype=bool)).fillna(False).any():
             print("NOTE: some runs were oversubscribed (more ranks than cores).")
     if not report["groups"]:
