@@ -10,7 +10,7 @@ from workshop.analysis import mpi as analysis
 from workshop.io.mpitrace import read_mpitrace
 from workshop.paths import data_path
 
-RUNS = ["torch-mnist-mpi-ops-np2"]
+RUNS = ["torch-mnist-mpi-ops-np2", "tf-mnist-mpi-ops-np2", "torch-mnist-mpi-ops-cycle20ms-np2"]
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -33,8 +33,19 @@ def test_negotiation_signature_shows(name):
     prof = read_mpitrace(data_path("mpi", name))
     for rank in prof.ranks:
         sig = analysis.negotiation_signature(prof, rank)
-        assert sig["small_call_share"] > 0.9, sig
-        assert sig["small_calls"] > 10 * sig["large_calls"] > 0  # MPI tensor ops: gradients too
+        assert sig["small_call_share"] > 0.85, sig
+        assert sig["small_calls"] > 5 * sig["large_calls"] > 0  # MPI tensor ops: gradients too
         bins = analysis.message_size_bins(prof, rank, "MPI_Allreduce")
         assert bins.loc[bins["calls"].idxmax(), "bin_label"] == "<=8 B"
     assert analysis.dominant_routine(prof)["routine"] == "MPI_Allreduce"
+
+
+def test_a_longer_cycle_time_means_fewer_negotiations():
+    default = read_mpitrace(data_path("mpi", "torch-mnist-mpi-ops-np2"))
+    slow = read_mpitrace(data_path("mpi", "torch-mnist-mpi-ops-cycle20ms-np2"))
+    both = analysis.compare_summary(default, slow, ("cycle1ms", "cycle20ms"))
+    small = both.loc["small_allreduce_calls"]
+    assert small["cycle20ms"] * 3 < small["cycle1ms"]
+    # the same 60 steps move the same gradient bytes (to the byte, up to mpitrace rounding)
+    large = both.loc["large_allreduce_bytes"]
+    assert large["cycle20ms"] == pytest.approx(large["cycle1ms"], rel=1e-6)
