@@ -252,3 +252,12 @@ def test_reading_does_not_change_the_files():
     before = {p: p.read_bytes() for p in Path(CPU).iterdir()}
     read_mpitrace(CPU)
     assert before == {p: p.read_bytes() for p in Path(CPU).iterdir()}
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import workshop.io.mpitrace as module
+
+    result = doctest.testmod(module)
+    assert result.attempted >= 4 and result.failed == 0
