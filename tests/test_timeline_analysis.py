@@ -130,6 +130,18 @@ def test_fusion_threshold_zero_compared_with_default() -> None:
     assert cmp.loc["MEMCPY_IN_FUSION_BUFFER_ms", "default"] > 0
 
 
+def test_cycle_time_5ms_compared_with_default_1ms() -> None:
+    """A longer cycle lets more gradients become ready per cycle: fewer, larger responses."""
+    one, run1 = load("tl-torch-gloo-np2")
+    five, run5 = load("tl-torch-gloo-np2-cycle5ms")
+    assert run1["config"]["cycle_time_ms"] is None and run5["config"]["cycle_time_ms"] == 5
+    cmp = A.compare_timelines(one, five, labels=("1ms", "5ms"))
+    assert cmp.loc["fusion_groups", "change"] < 0
+    assert cmp.loc["tensors_per_group", "ratio"] > 1
+    assert cmp.loc["bytes_per_group", "ratio"] > 1
+    assert cmp.loc["ops", "change"] == 0
+
+
 def test_gloo_and_mpi_controllers_compared() -> None:
     gloo, _ = load("tl-torch-gloo-np2")
     mpi, _ = load("tl-torch-mpi-np2")
@@ -145,8 +157,9 @@ def test_stragglers_and_lateness(name: str) -> None:
     tl, run = load(name)
     strag = A.stragglers(tl.ticks)
     assert set(strag["rank"]) == set(range(run["config"]["np"]))
-    negotiations = tl.ticks.groupby(["pid", "negotiation"]).ngroups
-    assert strag["times_last"].sum() >= negotiations  # every negotiation has a last rank
+    ranks_seen = tl.ticks.groupby(["pid", "negotiation"])["rank"].nunique()
+    # every negotiation that two ranks reached has a last rank (ties count for both)
+    assert strag["times_last"].sum() >= (ranks_seen >= 2).sum() > 0
     assert strag["mean_lateness_us"].is_monotonic_decreasing
     assert strag["max_lateness_us"].max() == tl.ticks["lateness_us"].max()
     m = A.lateness_matrix(tl.ticks, agg="max")

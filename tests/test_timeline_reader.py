@@ -237,7 +237,7 @@ def test_unescaped_tensor_names_are_read_exactly() -> None:
     """Derived: Horovod writes tensor names without JSON escaping; rename one tensor of a real
     recording to a name with a quote, a backslash and a fake record inside."""
     name = "tl-torch-gloo-np2"
-    weird = 'allreduce.0.we"ird\\{"ph": "B", "name": "X"}],'
+    weird = 'allreduce.0.wé"ird\\{"ph": "B", "name": "X"}],'
     data = raw(name).replace(b'"allreduce.0.weight"', b'"' + weird.encode() + b'"')
     with pytest.raises(json.JSONDecodeError):
         json.loads(data)  # the renamed file is what Horovod would write: not valid JSON
@@ -386,3 +386,28 @@ def test_repair_window_clips_spans(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="empty window"):
         write_timeline(tl, tmp_path / "x.json", start_us=10, end_us=5)
+
+
+def test_multi_line_and_single_line_layouts() -> None:
+    """Derived: the recording re-serialised one key per line (json.dumps indent=2, as other
+    tools write), and the recording with every newline removed (one long line)."""
+    name = "tl-torch-gloo-np2"
+    base = read_timeline(sample(name))
+    pretty = json.dumps(json.loads(raw(name)), indent=2).encode()
+    tl = quiet_parse(pretty)
+    assert spans_tuples(tl) == spans_tuples(base)
+    assert tl.metadata["events"] == base.metadata["events"] and not tl.metadata["skipped"]
+    one_line = raw(name).replace(b"\n", b"")
+    tl = quiet_parse(one_line)
+    assert spans_tuples(tl) == spans_tuples(base)
+    assert tl.ticks["ts_us"].tolist() == base.ticks["ts_us"].tolist()
+
+
+def test_non_ascii_names_in_the_tolerant_path() -> None:
+    """Derived: a tensor renamed to a non-ASCII name, re-serialised with indent and raw UTF-8
+    (json.dumps ensure_ascii=False), which the record-by-record parser reads."""
+    data = raw("tl-torch-gloo-np2").replace(b"allreduce.0.weight", "allreduce.0.wé".encode())
+    pretty = json.dumps(json.loads(data), indent=1, ensure_ascii=False).encode()
+    tl = quiet_parse(pretty)
+    assert "allreduce.0.wé" in set(tl.tensors["tensor"].astype(str))
+    assert not tl.metadata["skipped"]

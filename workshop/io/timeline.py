@@ -597,6 +597,7 @@ class _Reader:
         self.closing: int | None = None
         self.form = "array"
         self.not_a_trace: tuple[int, str] | None = None
+        self.ascii = True
         self.decoder = json.JSONDecoder()
 
     def warn(self, msg: str) -> None:
@@ -689,6 +690,7 @@ class _Reader:
                 unreadable '{...' there is a cut last record.
         """
         text = bytes(self.buf[lo:hi]).decode("latin-1")  # 1 char per byte: offsets stay exact
+        self.ascii = text.isascii()
         pos = 0
         while True:
             pos = _skip_separators(text, pos)
@@ -730,7 +732,7 @@ class _Reader:
         except (json.JSONDecodeError, RecursionError):
             obj, end = None, -1
         if end >= 0:
-            if self.take_json(lo + pos, _fix_latin1(obj)):
+            if self.take_json(lo + pos, obj if self.ascii else _fix_latin1(obj)):
                 return "ok", end
             return "not_event", end
         found = self.meta_extent(lo + pos)  # an M record with an unescaped tensor name
