@@ -450,20 +450,50 @@ class _Events:
     ph: np.ndarray  # phase letter, uint8
     name: np.ndarray  # vocabulary code, int32 (-1: none)
     ts: np.ndarray  # int64
-    pid: np.ndarray  # int64 (-1: none)
+    pid: np.ndarray  # int32 (-1: none)
     dtype: np.ndarray  # vocabulary code, int32 (-1: none)
     shape: np.ndarray  # vocabulary code, int32 (-1: none)
 
     @staticmethod
     def empty() -> _Events:
         i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
-        return _Events(i64, np.zeros(0, np.uint8), i32, i64, i64, i32, i32)
+        return _Events(i64, np.zeros(0, np.uint8), i32, i64, i32, i32, i32)
 
     def take(self, idx: np.ndarray) -> _Events:
         return _Events(*(getattr(self, f)[idx] for f in _EVENT_FIELDS))
 
 
 _EVENT_FIELDS = ("off", "ph", "name", "ts", "pid", "dtype", "shape")
+
+
+class _Store:
+    """Event columns filled in place: allocated once for the most records the data can hold
+    (the shortest Horovod record takes 31 bytes), so only the pages written count in memory and
+    no chunk results are held twice."""
+
+    def __init__(self, nbytes: int) -> None:
+        cap = nbytes // 31 + 16
+        self.cols = {
+            f: np.empty(cap, dtype=t) for f, t in zip(_EVENT_FIELDS, _EVENT_DTYPES, strict=True)
+        }
+        self.count = 0
+        self.overflow: list[_Events] = []
+
+    def add(self, ev: _Events) -> None:
+        k = len(ev.off)
+        if self.overflow or self.count + k > len(self.cols["off"]):
+            self.overflow.append(ev)
+            return
+        for f in _EVENT_FIELDS:
+            self.cols[f][self.count : self.count + k] = getattr(ev, f)
+        self.count += k
+
+    def events(self) -> _Events:
+        ev = _Events(*(self.cols[f][: self.count] for f in _EVENT_FIELDS))
+        return _concat([ev, *self.overflow]) if self.overflow else ev
+
+
+_EVENT_DTYPES = (np.int64, np.uint8, np.int32, np.int64, np.int32, np.int32, np.int32)
 
 
 def _concat(parts: list[_Events]) -> _Events:
@@ -489,7 +519,7 @@ def _scan_batch(sc: _Words, s: np.ndarray, vocab: _Vocab) -> tuple[_Events, np.n
     ph = (w8 & MASK[1]).astype(np.uint8)
     tail7 = w8 >> np.uint64(8)
     ok = np.ones(n, dtype=bool)
-    pid = np.full(n, -1, dtype=np.int64)
+    pid = np.full(n, -1, dtype=np.int32)
     name = np.full(n, -1, dtype=np.int32)
     dtype = np.full(n, -1, dtype=np.int32)
     shape = np.full(n, -1, dtype=np.int32)
@@ -653,7 +683,7 @@ class _Reader:
             return False
         ph = obj["ph"]
         pid = obj.get("pid", -1)
-        pid = pid if type(pid) is int and 0 <= pid < 2**62 else -1
+        pid = pid if type(pid) is int and 0 <= pid < 2**31 else -1
         args = obj.get("args") if isinstance(obj.get("args"), dict) else {}
         self.records += 1
         if ph == "M":
@@ -913,7 +943,7 @@ def _scan(rd: _Reader, body_lo: int, progress: bool) -> _Events:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n - body_lo, unit="B", unit_scale=True, desc="reading timeline")
-    parts: list[_Events] = []
+    store = _Store(n - body_lo)
     prev_end = body_lo  # end of the last record taken
     fast_hi = max(n - FAST_MARGIN, body_lo)
     bounds = [(lo, min(fast_hi, lo + CHUNK)) for lo in range(body_lo, fast_hi, CHUNK)]
@@ -938,7 +968,7 @@ def _scan(rd: _Reader, body_lo: int, progress: bool) -> _Events:
                     metas.append((start, found[0], found[1]))
             if metas or (evs and len(evs[0].off) and evs[0].off[0] < prev_end):
                 evs, ends = _drop_inside(evs, ends, metas, prev_end)
-            prev_end = _tile(rd, sc, evs, ends, metas, prev_end, parts)
+            prev_end = _tile(rd, sc, evs, ends, metas, prev_end, store)
             rd.src.release(min(prev_end, hi) - (1 << 16))
             if bar is not None:
                 bar.update(hi - lo)
@@ -951,10 +981,11 @@ def _scan(rd: _Reader, body_lo: int, progress: bool) -> _Events:
     _tail(rd, prev_end)
     if rd.slow:
         cols = list(zip(*rd.slow, strict=True))
-        dtypes = (np.int64, np.uint8, np.int32, np.int64, np.int64, np.int32, np.int32)
-        parts.append(_Events(*(np.asarray(c, dtype=t) for c, t in zip(cols, dtypes, strict=True))))
-    events = _concat(parts)
-    parts.clear()
+        store.add(
+            _Events(*(np.asarray(c, dtype=t) for c, t in zip(cols, _EVENT_DTYPES, strict=True)))
+        )
+    events = store.events()
+    del store
     if len(events.off) > 1 and rd.slow and (np.diff(events.off) < 0).any():
         events = events.take(np.argsort(events.off, kind="stable"))
     return events
@@ -994,7 +1025,7 @@ def _drop_inside(
 
 
 def _tile(rd: _Reader, sc: _Words, evs: list[_Events], ev_ends: list[np.ndarray], metas: list,
-          prev_end: int, parts: list[_Events]) -> int:  # fmt: skip
+          prev_end: int, store: _Store) -> int:  # fmt: skip
     """Order a chunk's records, drop overlapping ones, and read the gaps that are not plain
     separators with the tolerant parser. Returns the end of the last record taken."""
     m_off = np.array([m[0] for m in metas], dtype=np.int64)
@@ -1019,9 +1050,10 @@ def _tile(rd: _Reader, sc: _Words, evs: list[_Events], ev_ends: list[np.ndarray]
     is_fast = order < nfast
     taken = order[is_fast]
     if len(taken) == nfast:
-        parts.extend(evs)
+        for e in evs:
+            store.add(e)
     else:
-        parts.append(_concat(evs).take(np.sort(taken)))
+        store.add(_concat(evs).take(np.sort(taken)))
     for i in order[~is_fast].tolist():
         rd.take_meta(metas[i - nfast][2])
     rd.records += int(is_fast.sum())
@@ -1204,7 +1236,7 @@ def _spans(ev: _Events, vocab: np.ndarray, tensor_of: Callable[[np.ndarray], pd.
         order, pid, is_b, depth = order[keep], pid[keep], is_b[keep], depth[keep]
     # within one (pid, depth), B's and E's alternate in file order: pair neighbours
     dmax = int(depth.max(initial=0)) + 1
-    key = _dense_rank(pid) * dmax + depth
+    key = _dense_rank(pid).astype(np.int64) * dmax + depth
     pord = _stable_order(key)
     kb = is_b[pord]
     closes = np.zeros(len(pord), dtype=bool)
