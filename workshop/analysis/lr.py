@@ -235,8 +235,10 @@ def lr_findings(runs: pd.DataFrame) -> list[str]:
         acc = None
     if acc is not None and len(acc) >= 2:
         small, large = acc.iloc[0], acc.iloc[-1]
+        worse = large["final_test_accuracy"] < small["final_test_accuracy"]
+        change = "falls" if worse else "rises"
         lines.append(
-            f"At a fixed learning rate, test accuracy falls from "
+            f"At a fixed learning rate, test accuracy {change} from "
             f"{small['final_test_accuracy']:.3f} at global batch "
             f"{int(small['global_batch_size'])} to {large['final_test_accuracy']:.3f} at "
             f"{int(large['global_batch_size'])} (same epochs, "

@@ -195,6 +195,17 @@ def _comm_model(runs: pd.DataFrame, report: dict) -> dict | None:
             break
     if measured is not None:
         out["comparison"] = commodel.compare_prediction(prediction, measured)
+        one = runs[
+            (runs["np"] == 1)
+            & (runs["batch_size"] == row["batch_size"])
+            & (runs["dataset"] == row["dataset"])
+            & runs["fusion_threshold_mb"].isna()
+            & runs["cycle_time_ms"].isna()
+        ]
+        if len(one):
+            step_1 = float((one["steady_epoch_time_s"] / one["steps"]).median())
+            out["inputs"]["np1_step_time_s"] = step_1
+            out["inputs"]["unexplained_s"] = inputs["compute_time_s"] - step_1
     else:
         out["prediction"] = prediction
     return out
@@ -282,6 +293,13 @@ def _print_comm(comm: dict, fmt: dict) -> None:
         f"{inputs['comm_time_s'] * 1e3:.2f} ms, compute {inputs['compute_time_s'] * 1e3:.2f} ms "
         "per step"
     )
+    if "unexplained_s" in inputs:
+        print(
+            f"- but one worker alone needs {inputs['np1_step_time_s'] * 1e3:.2f} ms per step: "
+            f"{inputs['unexplained_s'] * 1e3:.2f} ms per step at np={inputs['np_run']} are "
+            "neither compute nor modelled transfer (waiting for the other rank, negotiation, "
+            "ranks competing for cores); the model cannot predict what it does not contain"
+        )
     table = comm.get("comparison", comm.get("prediction"))
     print(table.to_string(**fmt))
 
