@@ -628,6 +628,7 @@ class _Reader:
         self.form = "array"
         self.not_a_trace: tuple[int, str] | None = None
         self.ascii = True
+        self.last_is_meta = False  # the last record read was an 'M' record
         self.decoder = json.JSONDecoder()
 
     def warn(self, msg: str) -> None:
@@ -666,6 +667,7 @@ class _Reader:
         return None
 
     def take_meta(self, parsed: tuple) -> None:
+        self.last_is_meta = True
         kind, pid, value = parsed
         if kind == "name":
             self.tensor_names[pid] = value
@@ -686,6 +688,7 @@ class _Reader:
         pid = pid if type(pid) is int and 0 <= pid < 2**31 else -1
         args = obj.get("args") if isinstance(obj.get("args"), dict) else {}
         self.records += 1
+        self.last_is_meta = ph == "M"
         if ph == "M":
             if obj.get("name") == "process_name" and isinstance(args.get("name"), str):
                 self.tensor_names[pid] = args["name"]
@@ -1075,6 +1078,7 @@ def _tile(rd: _Reader, sc: _Words, evs: list[_Events], ev_ends: list[np.ndarray]
         ):
             continue
         rd.parse_region(a, b, tail=False)
+    rd.last_is_meta = bool(order[-1] >= nfast)  # gaps lie before the chunk's last record
     return int(ends[-1])
 
 
@@ -1088,7 +1092,10 @@ def _tail(rd: _Reader, lo: int) -> None:
     if rd.closing is not None or rd.truncated_at is not None or not rd.records:
         return
     last = bytes(rd.buf[max(lo, n - 64) : n])
-    if last.rstrip().endswith(b"}"):
+    if rd.last_is_meta:
+        # Horovod writes a tensor's 'M' records right before its first event: never last
+        rd.truncated_at = n
+    elif last.rstrip().endswith(b"}"):
         rd.truncated_at = n  # Horovod writes '}]' or '},' after a record: cut in between
     elif last.rstrip().endswith(b","):
         # Horovod <= 0.20.0 ends every record in '},' + newline and never closes the array;
