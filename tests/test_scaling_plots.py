@@ -53,8 +53,13 @@ def test_batch_sync_comm_tuning_plots():
                                                "steady_epoch_time_s": [1.0, 0.6]}))  # fmt: skip
     plot_scaling.plot_sync(sync)
     sizes = np.geomspace(100, 1e6, 10)
-    ops = pd.DataFrame({"np": 2, "bytes": sizes,
-                        "dur_us": 1e6 * commodel.ring_allreduce_time_s(2, sizes, 2e-5, 1e9)})
+    ops = pd.DataFrame(
+        {
+            "np": 2,
+            "bytes": sizes,
+            "dur_us": 1e6 * commodel.ring_allreduce_time_s(2, sizes, 2e-5, 1e9),
+        }
+    )
     fit = commodel.fit_alpha_beta(ops)
     ax = plot_scaling.plot_comm_fit(ops, fit)
     assert "alpha = 20.0 us" in ax.get_title()
@@ -62,9 +67,15 @@ def test_batch_sync_comm_tuning_plots():
                                     allreduces_per_step=1, batch_size=32)  # fmt: skip
     measured = pd.DataFrame({"np": [1, 2], "speedup_throughput": [1.0, 1.8]})
     plot_scaling.plot_prediction(commodel.compare_prediction(pred, measured))
-    tuning = scaling.tuning_table(pd.DataFrame({"fusion_threshold_mb": [0, 64, None],
-                                                "cycle_time_ms": [1, 5, None],
-                                                "samples_per_s": [10.0, 20.0, 15.0]}))
+    tuning = scaling.tuning_table(
+        pd.DataFrame(
+            {
+                "fusion_threshold_mb": [0, 64, None],
+                "cycle_time_ms": [1, 5, None],
+                "samples_per_s": [10.0, 20.0, 15.0],
+            }
+        )
+    )
     ax = plot_scaling.plot_tuning(tuning)
     assert [t.get_text() for t in ax.get_yticklabels()][-1] == "64 MB / 5 ms"
 
