@@ -1,0 +1,167 @@
+"""Figures of notebook 01 (data vs model parallelism). Plotting only: the numbers come from
+:mod:`workshop.analysis.parallelism` and :mod:`workshop.launch.parallelism`."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch
+
+PHASE_COLORS = {
+    "forward_backward": "tab:blue",
+    "forward": "tab:blue",
+    "backward": "tab:orange",
+    "optimizer": "tab:green",
+    "allreduce": "tab:red",
+    "recv_activation": "lightgray",
+    "recv_gradient": "darkgray",
+    "send_wait": "tab:purple",
+}
+
+
+def _axes(ax: Axes | None, size: tuple[float, float] = (8, 3)) -> Axes:
+    return ax if ax is not None else plt.subplots(figsize=size)[1]
+
+
+def _need(df: pd.DataFrame, columns: list[str], where: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{where}: the DataFrame has no column(s) {missing}")
+
+
+def plot_timeline(
+    events: pd.DataFrame, *, steps: tuple[int, int] | None = None, ax: Axes | None = None
+) -> Axes:
+    """What every process did over time: one row per rank, one bar per event.
+
+    Args:
+        events: ``events`` of a demo result (``rank``, ``step``, ``phase``, ``start_s``,
+            ``dur_s``).
+        steps: ``(first, last)`` steps to show (inclusive); default all.
+        ax: where to draw; a new figure if None.
+
+    Returns:
+        The Axes. Gaps between bars are time the process spent neither computing nor
+        blocked in a transfer (Python, scheduling).
+    """
+    _need(events, ["rank", "step", "phase", "start_s", "dur_s"], "plot_timeline")
+    ax = _axes(ax)
+    ev = events if steps is None else events[events["step"].between(*steps)]
+    for phase, group in ev.groupby("phase"):
+        for rank, bars in group.groupby("rank"):
+            ax.broken_barh(
+                list(zip(bars["start_s"] * 1e3, bars["dur_s"] * 1e3, strict=True)),
+                (rank - 0.4, 0.8),
+                color=PHASE_COLORS.get(phase, "black"),
+            )
+    ranks = sorted(ev["rank"].unique())
+    ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    shown = [p for p in PHASE_COLORS if p in set(ev["phase"])]
+    ax.legend(
+        handles=[Patch(color=PHASE_COLORS[p], label=p) for p in shown],
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize="small",
+    )
+    return ax
+
+
+def plot_step_breakdown(comparison: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Mean step time of each run, split into compute, communication and the rest.
+
+    Args:
+        comparison: output of ``analysis.parallelism.compare_runs`` (``run``, ``step_s``,
+            ``compute_s``, ``communication_s``).
+    """
+    _need(comparison, ["run", "step_s", "compute_s", "communication_s"], "plot_step_breakdown")
+    ax = _axes(ax, (8, 0.6 * len(comparison) + 1))
+    y = range(len(comparison))
+    compute = comparison["compute_s"] * 1e3
+    comm = comparison["communication_s"] * 1e3
+    rest = (comparison["step_s"] * 1e3 - compute - comm).clip(lower=0)
+    ax.barh(y, compute, color="tab:blue", label="compute (per process)")
+    ax.barh(y, comm, left=compute, color="tab:red", label="blocked in communication")
+    ax.barh(y, rest, left=compute + comm, color="lightgray", label="other")
+    ax.set_yticks(list(y), comparison["run"])
+    ax.invert_yaxis()
+    ax.set_xlabel("mean time per step (ms)")
+    ax.legend(loc="lower right", fontsize="small")
+    return ax
+
+
+def plot_loss(losses: dict[str, pd.DataFrame], *, ax: Axes | None = None) -> Axes:
+    """Training loss per step of several runs on one axis (they should lie on top of each
+    other when the runs compute the same thing).
+
+    Args:
+        losses: label -> DataFrame with ``step`` and ``loss``.
+    """
+    ax = _axes(ax, (6, 3))
+    styles = ["-", "--", ":", "-."]
+    for i, (label, df) in enumerate(losses.items()):
+        _need(df, ["step", "loss"], f"plot_loss ({label})")
+        ax.plot(df["step"], df["loss"], styles[i % len(styles)], lw=2, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_memory(
+    estimates: pd.DataFrame, *, gpu_memory_bytes: float | None = None, ax: Axes | None = None
+) -> Axes:
+    """Model state and activation memory per model (log scale), with the GPU's memory.
+
+    Args:
+        estimates: output of ``analysis.parallelism.model_estimates`` (``model``,
+            ``state_bytes``, ``activation_bytes``, ``total_bytes``).
+        gpu_memory_bytes: draws a vertical line at this size.
+    """
+    _need(estimates, ["model", "state_bytes", "activation_bytes", "total_bytes"], "plot_memory")
+    ax = _axes(ax, (8, 0.5 * len(estimates) + 1.5))
+    y = pd.RangeIndex(len(estimates))
+    h = 0.27
+    ax.barh(
+        y - h, estimates["state_bytes"], h, color="tab:blue", label="params + grads + optimizer"
+    )
+    ax.barh(y, estimates["activation_bytes"], h, color="tab:orange", label="activations (batch)")
+    ax.barh(y + h, estimates["total_bytes"], h, color="tab:gray", label="total")
+    if gpu_memory_bytes:
+        ax.axvline(
+            gpu_memory_bytes,
+            color="black",
+            ls="--",
+            label=f"GPU memory {gpu_memory_bytes / 2**30:.0f} GiB",
+        )
+    ax.set_xscale("log")
+    ax.set_yticks(list(y), estimates["model"])
+    ax.invert_yaxis()
+    ax.set_xlabel("bytes")
+    ax.legend(loc="lower right", fontsize="small")
+    return ax
+
+
+def plot_exchange_costs(costs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Gradient exchange time vs number of workers: ring allreduce vs parameter server.
+
+    Args:
+        costs: output of ``analysis.parallelism.exchange_costs`` (``n_workers``, ``bytes``,
+            ``ring_s``, ``ps_s``); several message sizes may be concatenated.
+    """
+    _need(costs, ["n_workers", "bytes", "ring_s", "ps_s"], "plot_exchange_costs")
+    ax = _axes(ax, (7, 4))
+    for i, (nbytes, group) in enumerate(costs.groupby("bytes")):
+        color = f"C{i}"
+        label = f"{nbytes / 1e6:g} MB" if nbytes >= 1e5 else f"{nbytes:g} B"
+        ring = group[group["ring_s"] > 0]  # N = 1 sends nothing: no point on a log axis
+        ax.plot(ring["n_workers"], ring["ring_s"], "o-", color=color, label=f"ring, {label}")
+        ax.plot(group["n_workers"], group["ps_s"], "s--", color=color, label=f"PS, {label}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("workers N")
+    ax.set_ylabel("time per exchange (s)")
+    ax.legend(fontsize="small")
+    return ax
