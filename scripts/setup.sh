@@ -90,6 +90,7 @@ PYTHON="$VENV/bin/python" bash "$REPO/scripts/build_horovod.sh"
 step "workshop package"
 python -m pip install --quiet --no-deps --no-build-isolation -e "$REPO"
 echo "installed: $(command -v workshop)"
+workshop profiler build --quiet
 
 if [[ $RUN_MAIN == 1 ]]; then
     step "workshop doctor"
