@@ -301,6 +301,8 @@ def test_compare_runs_speedup_and_errors():
     t = est.compare_runs({"one": single, "two": double})
     assert t["speedup"].tolist() == pytest.approx([1.0, 2.0])
     assert t["processes"].tolist() == [1, 2]
+    parts = t["compute_s"] + t["communication_s"] + t["other_s"]
+    assert parts.to_numpy() == pytest.approx(t["step_s"].to_numpy())
     with pytest.raises(ValueError, match="warm-up"):
         est.step_times(single, warmup_steps=5)
     with pytest.raises(ValueError, match="category"):

@@ -750,6 +750,8 @@ def stage_utilisation(events: pd.DataFrame, *, warmup_steps: int = 1) -> pd.Data
 def step_times(events: pd.DataFrame, *, warmup_steps: int = 1) -> pd.DataFrame:
     """Time of every training step after the warm-up.
 
+    In a pipeline consecutive steps overlap, so these spans add up to more than the run.
+
     Returns:
         DataFrame per ``step``: ``step_s`` (first start to last end over all ranks),
         ``compute_s`` and ``communication_s`` (per rank, averaged over ranks).
@@ -767,27 +769,34 @@ def step_times(events: pd.DataFrame, *, warmup_steps: int = 1) -> pd.DataFrame:
 
 
 def compare_runs(runs: dict[str, pd.DataFrame], *, warmup_steps: int = 1) -> pd.DataFrame:
-    """Mean step time of several demo runs side by side.
+    """Steady-state time per step of several demo runs side by side.
+
+    Uses the window of :func:`stage_utilisation` (after every rank's warm-up), divided by the
+    steps after the warm-up: in a pipeline consecutive steps overlap, so this is the time
+    between step completions, not the span of one step.
 
     Args:
         runs: label -> events; the first one is the baseline (e.g. the single process).
 
     Returns:
-        DataFrame per ``run``: ``processes``, ``step_s`` (mean), ``compute_s``,
-        ``communication_s`` (means per rank and step), ``speedup`` (baseline step_s / step_s).
+        DataFrame per ``run``: ``processes``, ``step_s``, ``compute_s``, ``communication_s``
+        and ``other_s`` (per step, averaged over ranks; they add up to ``step_s``),
+        ``speedup`` (baseline step_s / step_s).
     """
     if not runs:
         raise ValueError("compare_runs: no runs given")
     rows = []
     for label, events in runs.items():
-        st = step_times(events, warmup_steps=warmup_steps)
+        util = stage_utilisation(events, warmup_steps=warmup_steps)
+        steps = events.loc[events["step"] >= warmup_steps, "step"].nunique()
         rows.append(
             {
                 "run": label,
-                "processes": int(events["rank"].nunique()),
-                "step_s": st["step_s"].mean(),
-                "compute_s": st["compute_s"].mean(),
-                "communication_s": st["communication_s"].mean(),
+                "processes": len(util),
+                "step_s": util["wall_s"].iloc[0] / steps,
+                "compute_s": util["compute_s"].mean() / steps,
+                "communication_s": util["communication_s"].mean() / steps,
+                "other_s": util["other_s"].mean() / steps,
             }
         )
     out = pd.DataFrame(rows)

@@ -316,6 +316,17 @@ _JOBS = {
 }
 
 
+def _warm_up() -> None:
+    """Pay torch's first-call costs before any timing: the first ``backward(gradient)`` of a
+    process imports sympy (half a second), which would land in the first pipeline step."""
+    import torch
+
+    layer = torch.nn.Linear(4, 4)
+    out = layer(torch.zeros(2, 4))
+    out.backward(torch.ones_like(out))
+    torch.nn.functional.cross_entropy(layer(torch.zeros(2, 4)), torch.zeros(2).long()).backward()
+
+
 def _worker_main(rank: int, world: int, port: int, threads: int, conn, timeout_s: float):
     """Process body: join the group, then run jobs sent by the parent until told to stop."""
     try:
@@ -328,6 +339,7 @@ def _worker_main(rank: int, world: int, port: int, threads: int, conn, timeout_s
         import torch.distributed as dist
 
         torch.set_num_threads(threads)
+        _warm_up()
         dist.init_process_group(
             "gloo",
             init_method=f"tcp://127.0.0.1:{port}",

@@ -16,6 +16,7 @@ PHASE_COLORS = {
     "allreduce": "tab:red",
     "recv_activation": "lightgray",
     "recv_gradient": "darkgray",
+    "send": "tab:pink",
     "send_wait": "tab:purple",
 }
 
@@ -73,15 +74,15 @@ def plot_step_breakdown(comparison: pd.DataFrame, *, ax: Axes | None = None) -> 
     """Mean step time of each run, split into compute, communication and the rest.
 
     Args:
-        comparison: output of ``analysis.parallelism.compare_runs`` (``run``, ``step_s``,
-            ``compute_s``, ``communication_s``).
+        comparison: output of ``analysis.parallelism.compare_runs`` (``run``, ``compute_s``,
+            ``communication_s``, ``other_s``).
     """
-    _need(comparison, ["run", "step_s", "compute_s", "communication_s"], "plot_step_breakdown")
+    _need(comparison, ["run", "compute_s", "communication_s", "other_s"], "plot_step_breakdown")
     ax = _axes(ax, (8, 0.6 * len(comparison) + 1))
     y = range(len(comparison))
     compute = comparison["compute_s"] * 1e3
     comm = comparison["communication_s"] * 1e3
-    rest = (comparison["step_s"] * 1e3 - compute - comm).clip(lower=0)
+    rest = comparison["other_s"] * 1e3
     ax.barh(y, compute, color="tab:blue", label="compute (per process)")
     ax.barh(y, comm, left=compute, color="tab:red", label="blocked in communication")
     ax.barh(y, rest, left=compute + comm, color="lightgray", label="other")
@@ -140,7 +141,7 @@ def plot_memory(
     ax.set_yticks(list(y), estimates["model"])
     ax.invert_yaxis()
     ax.set_xlabel("bytes")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return ax
 
 
@@ -155,7 +156,7 @@ def plot_exchange_costs(costs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax = _axes(ax, (7, 4))
     for i, (nbytes, group) in enumerate(costs.groupby("bytes")):
         color = f"C{i}"
-        label = f"{nbytes / 1e6:g} MB" if nbytes >= 1e5 else f"{nbytes:g} B"
+        label = f"{nbytes / 1e6:.3g} MB" if nbytes >= 1e5 else f"{nbytes:g} B"
         ring = group[group["ring_s"] > 0]  # N = 1 sends nothing: no point on a log axis
         ax.plot(ring["n_workers"], ring["ring_s"], "o-", color=color, label=f"ring, {label}")
         ax.plot(group["n_workers"], group["ps_s"], "s--", color=color, label=f"PS, {label}")
