@@ -64,7 +64,7 @@ def timeline_explorer(tl: Timeline, *, static: bool | None = None):
 
 
 SPEEDUP_METRICS = {
-    "wall time (with init)": "wall",
+    "epoch wall time (train + test)": "wall",
     "training time (no init)": "train",
     "throughput (samples/s)": "throughput",
 }
