@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import fcntl
 import itertools
 import math
@@ -318,6 +319,12 @@ def test_max_param_diff():
         est.max_param_diff(a, {"w": a["w"], "v": a["w"]})
     with pytest.raises(ValueError, match="shapes"):
         est.max_param_diff(a, {"w": np.zeros(3)})
+
+
+@pytest.mark.parametrize("module", [est, demo], ids=["analysis", "launch"])
+def test_docstring_examples(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
 
 
 # --------------------------------------------------------------------------------------------

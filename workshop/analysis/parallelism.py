@@ -429,6 +429,11 @@ def model_estimates(
     return pd.DataFrame(rows)
 
 
+def _scalar(x: np.ndarray) -> np.ndarray | float:
+    """A 0-d result as a Python float, arrays unchanged."""
+    return float(x) if np.ndim(x) == 0 else x
+
+
 def ring_allreduce_s(n: int | np.ndarray, nbytes: float, alpha_s: float, bandwidth: float):
     """Ring allreduce time: ``2 (N-1) alpha + 2 (N-1)/N * bytes / B`` (0 for N = 1).
 
@@ -440,7 +445,7 @@ def ring_allreduce_s(n: int | np.ndarray, nbytes: float, alpha_s: float, bandwid
     6.06
     """
     n = np.asarray(n, dtype=float)
-    return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes / bandwidth
+    return _scalar(2 * (n - 1) * alpha_s + 2 * (n - 1) / n * np.asarray(nbytes) / bandwidth)
 
 
 def parameter_server_s(
@@ -460,7 +465,7 @@ def parameter_server_s(
     if servers < 1:
         raise ValueError(f"parameter_server_s: servers must be >= 1, got {servers}")
     n = np.asarray(n, dtype=float)
-    return 2 * (alpha_s + np.maximum(n / servers, 1.0) * nbytes / bandwidth)
+    return _scalar(2 * (alpha_s + np.maximum(n / servers, 1.0) * np.asarray(nbytes) / bandwidth))
 
 
 def data_parallel_balance(

@@ -107,8 +107,8 @@ def split_layers(costs: list[float], stages: int) -> list[tuple[int, int]]:
                     best[k][i], cut[k][i] = value, j
     bounds, i = [], n
     for k in range(stages, 0, -1):
-        bounds.append((int(cut[k][i]), i))
-        i = cut[k][i]
+        bounds.append((int(cut[k][i]), int(i)))
+        i = int(cut[k][i])
     return bounds[::-1]
 
 
