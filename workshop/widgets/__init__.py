@@ -45,7 +45,7 @@ def timeline_explorer(tl: Timeline, *, static: bool | None = None):
     window = widgets.FloatRangeSlider(
         value=(start_ms, min(end_ms, start_ms + 200.0)), min=start_ms, max=end_ms, step=1.0,
         description="window (ms)", continuous_update=False,
-        layout=widgets.Layout(width="90%"),
+        layout=widgets.Layout(width="90%"), style={"description_width": "initial"},
     )  # fmt: skip
     tensor = widgets.Dropdown(options=["all", *sorted(spans["tensor"].unique())],
                               description="tensor")
@@ -55,9 +55,16 @@ def timeline_explorer(tl: Timeline, *, static: bool | None = None):
     def draw(window, tensor, rank):
         chosen = spans if tensor == "all" else spans[spans["tensor"] == tensor]
         marks = ticks if rank == "all" else ticks[ticks["rank"] == rank]
+        start_us, end_us = window[0] * 1e3, window[1] * 1e3
         _, ax = plt.subplots(figsize=(11, 5))
-        plot.plot_timeline_gantt(chosen, start_us=window[0] * 1e3, end_us=window[1] * 1e3,
-                                 ticks=marks, ax=ax)
+        if chosen[(chosen["end_us"] >= start_us) & (chosen["start_us"] <= end_us)].empty:
+            first_ms = chosen["start_us"].min() / 1e3
+            ax.set_title(f"{tensor}: nothing in this window; its first span starts at "
+                         f"{first_ms:.0f} ms (move the window)")
+            ax.set_axis_off()
+        else:
+            plot.plot_timeline_gantt(chosen, start_us=start_us, end_us=end_us, ticks=marks,
+                                     ax=ax)
         plt.show()
 
     return _show(draw, {"window": window, "tensor": tensor, "rank": rank}, static)
