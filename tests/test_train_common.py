@@ -8,7 +8,7 @@ def test_linear_and_sqrt_scaling_follow_the_global_batch():
     assert scaled_lr(0.01, 64, 32, "linear") == pytest.approx(0.02)
     assert scaled_lr(0.01, 128, 32, "sqrt") == pytest.approx(0.02)
     assert scaled_lr(0.01, 512, 32, "none") == 0.01
-    with pytest.raises(ValueError, match="unknown LR scaling 'cubic'"):
+    with pytest.raises(ValueError, match="unknown LR scaling rule 'cubic'"):
         scaled_lr(0.01, 64, 32, "cubic")
 
 

@@ -20,28 +20,16 @@ import math
 import numpy as np
 import pandas as pd
 
-RULES = ("none", "linear", "sqrt")
+# The training programs' own rules, so the analysis can never drift from what ran.
+from workshop.train.common import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
+
+RULES = LR_SCALINGS
 
 
 def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ValueError(f"{what}: the input DataFrame has no column(s) {missing}")
-
-
-def scaled_lr(base_lr: float, global_batch: int, base_batch: int, rule: str) -> float:
-    """The learning rate a rule gives for a global batch (same rule as the training programs).
-
-    >>> scaled_lr(0.01, 512, 32, "linear"), scaled_lr(0.01, 512, 32, "sqrt")
-    (0.16, 0.04)
-
-    Raises:
-        ValueError: for an unknown rule.
-    """
-    if rule not in RULES:
-        raise ValueError(f"unknown LR scaling rule {rule!r}; choose one of {', '.join(RULES)}")
-    k = global_batch / base_batch
-    return {"none": base_lr, "linear": base_lr * k, "sqrt": base_lr * math.sqrt(k)}[rule]
 
 
 def lr_schedule(
@@ -70,12 +58,7 @@ def lr_schedule(
     """
     target = scaled_lr(base_lr, global_batch, base_batch, rule)
     steps = np.arange(epochs * steps_per_epoch)
-    warmup_steps = warmup_epochs * steps_per_epoch
-    if warmup_steps > 0:
-        ramp = base_lr + (target - base_lr) * steps / warmup_steps
-        lr = np.where(steps >= warmup_steps, target, ramp)
-    else:
-        lr = np.full(len(steps), target)
+    lr = [lr_at(int(step), steps_per_epoch, base_lr, target, warmup_epochs) for step in steps]
     return pd.DataFrame({"step": steps, "epoch": steps / steps_per_epoch, "lr": lr})
 
 

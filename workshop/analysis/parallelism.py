@@ -35,6 +35,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from workshop.analysis.commodel import ring_allreduce_time_s
+
 VALUE_BYTES = 4  # fp32 parameters, gradients, optimizer state and activations
 MASK_BYTES = 1  # dropout masks (bool)
 TRAIN_FLOPS_PER_FORWARD = 3.0  # forward + backward (inputs) + backward (weights)
@@ -444,8 +446,7 @@ def ring_allreduce_s(n: int | np.ndarray, nbytes: float, alpha_s: float, bandwid
     >>> round(ring_allreduce_s(4, 4e6, 10e-6, 1e9) * 1e3, 3)  # 60 us + 6 ms
     6.06
     """
-    n = np.asarray(n, dtype=float)
-    return _scalar(2 * (n - 1) * alpha_s + 2 * (n - 1) / n * np.asarray(nbytes) / bandwidth)
+    return _scalar(ring_allreduce_time_s(n, nbytes, alpha_s, bandwidth))
 
 
 def parameter_server_s(

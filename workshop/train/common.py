@@ -56,7 +56,8 @@ def scaled_lr(lr: float, global_batch: int, base_batch: int, rule: str) -> float
     (0.08, 0.02)
     """
     if rule not in LR_SCALINGS:
-        raise ValueError(f"unknown LR scaling {rule!r}; choose one of {', '.join(LR_SCALINGS)}")
+        choices = ", ".join(LR_SCALINGS)
+        raise ValueError(f"unknown LR scaling rule {rule!r}; choose one of {choices}")
     k = global_batch / base_batch
     return {"none": lr, "linear": lr * k, "sqrt": lr * math.sqrt(k)}[rule]
 
