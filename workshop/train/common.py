@@ -125,10 +125,12 @@ class RankIO:
         if self.rank == 0:
             print(message, flush=True)
 
-    def write_epoch(self, record: dict) -> None:
+    def write_epoch(self, record: dict, task: str) -> None:
+        """Append the epoch to metrics.jsonl and print it (rank 0)."""
         if self.rank == 0:
             with (self.run_dir / "metrics.jsonl").open("a") as handle:
                 handle.write(json.dumps(record) + "\n")
+        self.print(format_epoch(record, task))
 
     def write_summary(self, summary: dict) -> None:
         if self.rank == 0:
@@ -155,10 +157,17 @@ def run_rank(rank: int, run_dir: Path, body: Callable[[RankIO], None]) -> int:
     return 0
 
 
-def epoch_record(epoch: int, *, train_time_s: float, test_time_s: float, steps: int,
-                 samples: int, train_loss: float, train_accuracy: float, test_loss: float,
-                 test_accuracy: float, lr: float, elapsed_s: float) -> dict:
-    """One line of metrics.jsonl (see docs/run-directory.md)."""
+def epoch_record(epoch: int, *, mean: Callable, slowest: Callable, train_time_s: float,
+                 test_time_s: float, steps: int, seen: int, size: int, loss_sum, correct,
+                 test_loss, test_score, lr: float, elapsed_s: float, regression: bool) -> dict:
+    """One line of metrics.jsonl (see docs/run-directory.md), reduced over ranks.
+
+    ``mean(value, name)`` and ``slowest(value, name)`` are the framework's Horovod allreduces
+    (average and max); every rank must call this, in the same order.
+    """
+    train_time_s = slowest(train_time_s, "metric.train_time")
+    samples = seen * size
+    test_time_s = slowest(test_time_s, "metric.test_time")
     return {
         "epoch": epoch,
         "train_time_s": round(train_time_s, 6),
@@ -167,12 +176,35 @@ def epoch_record(epoch: int, *, train_time_s: float, test_time_s: float, steps: 
         "samples_per_s": round(samples / train_time_s, 3) if train_time_s > 0 else None,
         "steps": steps,
         "samples": samples,
-        "train_loss": train_loss,
-        "train_accuracy": train_accuracy,
-        "test_loss": test_loss,
-        "test_accuracy": test_accuracy,
+        "train_loss": mean(loss_sum / seen, "metric.train_loss"),
+        "train_accuracy": None if regression else mean(correct / seen, "metric.train_accuracy"),
+        "test_loss": mean(test_loss, "metric.test_loss"),
+        "test_accuracy": mean(test_score, "metric.test_accuracy"),
         "lr": lr,
         "elapsed_s": round(elapsed_s, 6),
+    }
+
+
+def run_summary(framework: str, args, *, size: int, device: str, devices: list[str],
+                threads: int, data_info: dict, init_time_s: float, train_time_s: float,
+                steps_per_epoch: int, global_batch: int, lr_effective: float,
+                last_epoch: dict) -> dict:
+    """summary.json: rank 0's end-of-run numbers (see docs/run-directory.md)."""
+    return {
+        "framework": framework,
+        "np": size,
+        "device": device,
+        "devices": devices,
+        "threads_per_rank": threads,
+        "data": data_info,
+        "init_time_s": round(init_time_s, 6),
+        "train_time_s": round(train_time_s, 6),
+        "total_time_s": round(time.time() - PROCESS_START, 6),
+        "epochs": args.epochs,
+        "steps_per_epoch": steps_per_epoch,
+        "global_batch_size": global_batch,
+        "lr_effective": lr_effective,
+        "final_test_accuracy": last_epoch.get("test_accuracy"),
     }
 
 

@@ -20,10 +20,10 @@ from workshop.train.common import (
     build_parser,
     env_rank,
     epoch_record,
-    format_epoch,
     inject_fault,
     lr_at,
     run_rank,
+    run_summary,
     scaled_lr,
     shard_indices,
     threads_per_rank,
@@ -165,38 +165,19 @@ def train(args, rank_io) -> None:
             return hvd.allreduce(torch.tensor(value), name=name, op=hvd.Max).item()
 
         record = epoch_record(
-            epoch,
-            train_time_s=slowest(train_time_s, "metric.train_time"),
-            test_time_s=slowest(test_time_s, "metric.test_time"),
-            steps=steps_per_epoch,
-            samples=seen * size,
-            train_loss=mean(loss_sum / seen, "metric.train_loss"),
-            train_accuracy=mean(correct / seen, "metric.train_accuracy") if not regression
-            else None,
-            test_loss=mean(test_loss, "metric.test_loss"),
-            test_accuracy=mean(test_score, "metric.test_accuracy"),
-            lr=lr,
-            elapsed_s=time.perf_counter() - train_start,
-        )
-        rank_io.write_epoch(record)
-        rank_io.print(format_epoch(record, dataset.task))
+            epoch, mean=mean, slowest=slowest, train_time_s=train_time_s,
+            test_time_s=test_time_s, steps=steps_per_epoch, seen=seen, size=size,
+            loss_sum=loss_sum, correct=correct, test_loss=test_loss, test_score=test_score,
+            lr=lr, elapsed_s=time.perf_counter() - train_start, regression=regression,
+        )  # fmt: skip
+        rank_io.write_epoch(record, dataset.task)
 
-    rank_io.write_summary({
-        "framework": "torch",
-        "np": size,
-        "device": device_name,
-        "devices": hvd.allgather_object(device_name),
-        "threads_per_rank": threads,
-        "data": dataset.info,
-        "init_time_s": round(init_time_s, 6),
-        "train_time_s": round(train_total_s, 6),
-        "total_time_s": round(time.time() - PROCESS_START, 6),
-        "epochs": args.epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "global_batch_size": global_batch,
-        "lr_effective": target_lr,
-        "final_test_accuracy": record.get("test_accuracy"),
-    })  # fmt: skip
+    rank_io.write_summary(run_summary(
+        "torch", args, size=size, device=device_name,
+        devices=hvd.allgather_object(device_name), threads=threads, data_info=dataset.info,
+        init_time_s=init_time_s, train_time_s=train_total_s, steps_per_epoch=steps_per_epoch,
+        global_batch=global_batch, lr_effective=target_lr, last_epoch=record,
+    ))  # fmt: skip
     hvd.shutdown()
 
 
