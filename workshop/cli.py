@@ -20,13 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"workshop.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"workshop.commands.{name}":
-                raise
-            continue  # command not part of this checkout yet
-        module.register(subparsers)
+        importlib.import_module(f"workshop.commands.{name}").register(subparsers)
     return parser
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from workshop.io.runs import read_run
 from workshop.paths import data_dir
 
 
 def _describe(folder: Path) -> str:
-    run_json = folder / "run.json"
-    if run_json.exists():
-        run = json.loads(run_json.read_text())
+    if (folder / "run.json").exists():
+        run = read_run(folder)
         config = run.get("config", {})
         return (f"{config.get('framework')} {config.get('dataset')} np={config.get('np')} "
                 f"{config.get('controller')} on {run.get('host', {}).get('hostname')}, "
