@@ -1,11 +1,11 @@
-"""Real-browser test: notebook 03's timeline explorer works in JupyterLab, not only in papermill.
+"""Real-browser test: notebook 04's timeline explorer works in JupyterLab, not only in papermill.
 
 The test starts JupyterLab on 127.0.0.1 (random free port, random token) over a temporary copy
-of notebooks/, opens 03-horovod-timelines.ipynb in headless Chromium (Debian's package, driven
+of notebooks/, opens 04-horovod-timelines.ipynb in headless Chromium (Debian's package, driven
 by Playwright for Python), runs all cells, picks one tensor in the explorer's "tensor" dropdown
 and checks that the widget's output area shows a new plot. The screenshot lands in
-test-artifacts/browser-03-timeline-explorer.png (and the view before the change in
-browser-03-timeline-explorer-before.png). The server is stopped in the fixture's teardown.
+test-artifacts/browser-04-timeline-explorer.png (and the view before the change in
+browser-04-timeline-explorer-before.png). The server is stopped in the fixture's teardown.
 
 Requirements: ``bash scripts/setup.sh --test`` (Chromium and Playwright). No browser download
 is needed: Playwright drives /usr/bin/chromium.
@@ -37,9 +37,9 @@ from workshop import data_path, io
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
-NOTEBOOK = "03-horovod-timelines.ipynb"
-SCREENSHOT = ARTIFACTS / "browser-03-timeline-explorer.png"
-SCREENSHOT_BEFORE = ARTIFACTS / "browser-03-timeline-explorer-before.png"
+NOTEBOOK = "04-horovod-timelines.ipynb"
+SCREENSHOT = ARTIFACTS / "browser-04-timeline-explorer.png"
+SCREENSHOT_BEFORE = ARTIFACTS / "browser-04-timeline-explorer-before.png"
 CHROMIUM = os.environ.get("WORKSHOP_CHROMIUM", "/usr/bin/chromium")
 # Without the background-networking flags Chromium keeps calling home, which floods a closed
 # network (and slows the test down).
@@ -232,7 +232,7 @@ def _busiest_tensor_in_window(names: list[str], window_ms: tuple[float, float]) 
 
 @pytest.mark.browser
 def test_timeline_explorer_redraws_in_jupyterlab(lab_server: LabServer):
-    """Run notebook 03 in JupyterLab, choose one tensor, see the explorer draw a new plot."""
+    """Run notebook 04 in JupyterLab, choose one tensor, see the explorer draw a new plot."""
     try:
         from playwright import sync_api
     except ImportError:

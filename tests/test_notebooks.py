@@ -81,10 +81,10 @@ def test_replay_matches_expected_values(path, tmp_path):
 
 @pytest.mark.live
 @pytest.mark.notebook
-def test_notebook_02_live_launches_real_runs(tmp_path, monkeypatch, cpu_lock, horovod_ready):
+def test_notebook_03_live_launches_real_runs(tmp_path, monkeypatch, cpu_lock, horovod_ready):
     monkeypatch.setenv("WORKSHOP_RUNS", str(tmp_path / "runs"))
     results_path = tmp_path / "results.json"
-    notebook = REPO / "notebooks" / "02-launching-runs.ipynb"
+    notebook = REPO / "notebooks" / "03-launching-runs.ipynb"
     execute(notebook, tmp_path / notebook.name,
             {"RESULTS_PATH": str(results_path), "LIVE": True, "EPOCHS": 1, "STEPS": 5, "NP": 2})
     assert json.loads(results_path.read_text())["live"] is True
