@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from pathlib import Path
 
 import nbformat
@@ -23,8 +24,23 @@ def ids(paths):
     return [p.stem for p in paths]
 
 
-def test_there_are_notebooks():
-    assert len(NOTEBOOKS) >= 1
+EXERCISE_ID = re.compile(r"\*\*Exercise (\d\d\.\d+)\*\*")
+
+
+def exercise_ids(notebook) -> list[str]:
+    """Ids of the cells tagged ``exercise``, from their "**Exercise NN.k**" heading."""
+    ids = []
+    for cell in notebook.cells:
+        if "exercise" in cell.metadata.get("tags", []):
+            found = EXERCISE_ID.search(cell.source)
+            ids.append(found.group(1) if found else f"<no id in: {cell.source[:40]!r}>")
+    return ids
+
+
+def test_every_lesson_is_there():
+    # 00 welcome ... 08 tuning: the lessons the README and the instructor guide list.
+    numbers = [p.name[:2] for p in NOTEBOOKS]
+    assert numbers == [f"{n:02d}" for n in range(9)], numbers
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
@@ -53,6 +69,31 @@ def test_anatomy_and_parameters_cell(path):
     assert "from workshop import" in code[1].source, f"{path.name}: imports come second"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=ids(NOTEBOOKS[1:]))
+def test_exercises_have_answer_check_and_hidden_solution(path):
+    notebook = nbformat.read(path, as_version=4)
+    cells = notebook.cells
+    found = exercise_ids(notebook)
+    assert len(found) >= 2, f"{path.name}: needs >= 2 exercises, has {found}"
+    prefix = path.name[:2] + "."
+    assert all(i.startswith(prefix) for i in found), f"{path.name}: ids {found}"
+    assert len(set(found)) == len(found), f"{path.name}: repeated exercise ids {found}"
+    for index, cell in enumerate(cells):
+        if "exercise" not in cell.metadata.get("tags", []):
+            continue
+        answer, check, solution = cells[index + 1: index + 4]
+        name = f"{path.name} exercise at cell {index}"
+        assert cell.cell_type == "markdown", name
+        assert answer.cell_type == "code" and "= None" in answer.source, (
+            f"{name}: next comes an answer cell the learner fills in (`answer_... = None`)")
+        assert check.cell_type == "code" and "exercises.check(" in check.source, (
+            f"{name}: then a check cell calling exercises.check")
+        assert "solution" in solution.metadata.get("tags", []), f"{name}: then a solution"
+        assert solution.metadata.get("jupyter", {}).get("source_hidden") is True, (
+            f"{name}: the solution is collapsed (metadata jupyter.source_hidden)")
+        assert "exercises.check(" in solution.source, f"{name}: the solution checks itself"
+
+
 def check_value(name: str, got, spec: dict) -> str | None:
     expected = spec["expected"]
     if isinstance(expected, (bool, str)) or expected is None:
@@ -75,6 +116,10 @@ def test_replay_matches_expected_values(path, tmp_path):
     problems = [check_value(name, got.get(name), spec) for name, spec in expected.items()]
     problems = [p for p in problems if p]
     assert not problems, "\n".join(problems)
+    # Every solution ran and passed its own check (strict mode raises on a wrong one).
+    want = sorted(exercise_ids(nbformat.read(path, as_version=4)))
+    assert got.get("exercises_passed", []) == want, (
+        f"{path.name}: exercises passed {got.get('exercises_passed')}, expected {want}")
     assert run.peak_rss_bytes < BINDER_MEMORY_BYTES, (
         f"{path.name} peaked at {run.peak_rss_bytes / 2**20:.0f} MiB (Binder allows 2 GiB)")
 

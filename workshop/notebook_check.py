@@ -42,6 +42,8 @@ def execute(notebook: Path, output: Path, parameters: dict, cwd: Path | None = N
 
     # Explorers draw one static plot when nobody can move their sliders (workshop.widgets).
     os.environ["WORKSHOP_STATIC_WIDGETS"] = "1"
+    # Solutions run under papermill: a solution that fails its own check fails the run.
+    os.environ["WORKSHOP_EXERCISES_STRICT"] = "1"
     me = psutil.Process(os.getpid())
     peak = 0
     done = threading.Event()
