@@ -41,3 +41,22 @@ def test_unknown_names_are_rejected():
         data.prepare("imagenet")
     with pytest.raises(ValueError, match="only MNIST has an offline subset"):
         data.prepare("cifar10", "subset")
+
+
+def test_run_or_recording_uses_the_recording_only_when_run_dir_is_empty(tmp_path, capsys):
+    from workshop.paths import data_path, run_or_recording
+
+    recording = "timelines/tl-torch-gloo-np2"
+    assert run_or_recording("", recording) == data_path("timelines", "tl-torch-gloo-np2")
+    assert "recorded sample" in capsys.readouterr().out
+    (tmp_path / "timeline.json").write_text("[]")
+    assert run_or_recording(str(tmp_path), recording, need="timeline.json") == tmp_path
+
+
+def test_run_or_recording_refuses_a_missing_or_incomplete_run_dir(tmp_path):
+    from workshop.paths import run_or_recording
+
+    with pytest.raises(FileNotFoundError, match="no-such-run.*is not a folder"):
+        run_or_recording(str(tmp_path / "no-such-run"), "timelines/tl-torch-gloo-np2")
+    with pytest.raises(FileNotFoundError, match="has no 'mpi_profile.\\*'"):
+        run_or_recording(str(tmp_path), "mpi/torch-mnist-mpi-ops-np2", need="mpi_profile.*")
