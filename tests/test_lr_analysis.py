@@ -8,27 +8,46 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import lr
-from workshop.train import common
+
+# (global batch, rule) -> expected LR from lr = 0.01 tuned for batch 32, k = global / 32:
+# linear: 0.01 k; sqrt: 0.01 sqrt(k); none: 0.01.
+EXPECTED_LR = [
+    (32, "linear", 0.01),  # k = 1: every rule leaves the LR alone
+    (32, "sqrt", 0.01),
+    (64, "linear", 0.02),  # k = 2
+    (64, "sqrt", 0.01 * math.sqrt(2)),  # 0.014142...
+    (512, "linear", 0.16),  # k = 16
+    (512, "sqrt", 0.04),  # sqrt(16) = 4
+    (512, "none", 0.01),
+    (48, "linear", 0.015),  # k = 1.5: global batches need not be multiples of the base
+]
 
 
-@pytest.mark.parametrize("rule", ["none", "linear", "sqrt"])
-def test_rules_match_the_training_programs(rule):
-    for global_batch in (32, 64, 512):
-        assert lr.scaled_lr(0.01, global_batch, 32, rule) == pytest.approx(
-            common.scaled_lr(0.01, global_batch, 32, rule)
-        )
+@pytest.mark.parametrize(("global_batch", "rule", "expected"), EXPECTED_LR)
+def test_scaling_rules_give_the_published_values(global_batch, rule, expected):
+    assert lr.scaled_lr(0.01, global_batch, 32, rule) == pytest.approx(expected)
 
 
-def test_schedule_matches_the_training_programs_warmup():
+def test_analysis_and_training_use_the_one_rule():
+    # One home (workshop.rules): the analysis must not carry a second copy that could drift.
+    from workshop import rules
+    from workshop.train import common
+
+    assert lr.scaled_lr is rules.scaled_lr and common.scaled_lr is rules.scaled_lr
+    assert lr.lr_at is rules.lr_at and common.lr_at is rules.lr_at
+
+
+def test_schedule_warms_up_linearly_to_the_scaled_lr():
     schedule = lr.lr_schedule(0.01, 256, 32, "linear", warmup_epochs=1.5, epochs=3,
                               steps_per_epoch=10)  # fmt: skip
-    target = common.scaled_lr(0.01, 256, 32, "linear")
-    expected = [common.lr_at(step, 10, 0.01, target, 1.5) for step in range(30)]
+    # target 0.01 x 256/32 = 0.08, reached after 1.5 x 10 = 15 steps: +0.07/15 per step
+    expected = [0.01 + 0.07 * step / 15 for step in range(15)] + [0.08] * 15
     assert schedule["lr"].tolist() == pytest.approx(expected)
-    assert schedule["lr"].iloc[0] == 0.01 and schedule["lr"].iloc[-1] == pytest.approx(0.08)
+    assert schedule["lr"].iloc[7] == pytest.approx(0.01 + 0.07 * 7 / 15)  # 0.04267
+    assert schedule["epoch"].tolist()[:3] == pytest.approx([0.0, 0.1, 0.2])
     flat = lr.lr_schedule(0.01, 128, 32, "sqrt", epochs=1, steps_per_epoch=4)
-    assert flat["lr"].tolist() == pytest.approx([0.02] * 4)
-    with pytest.raises(ValueError, match="unknown LR scaling rule"):
+    assert flat["lr"].tolist() == pytest.approx([0.02] * 4)  # 0.01 x sqrt(4), no warmup
+    with pytest.raises(ValueError, match="unknown LR scaling rule 'cubic'"):
         lr.scaled_lr(0.01, 64, 32, "cubic")
 
 

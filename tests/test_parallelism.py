@@ -233,13 +233,13 @@ def test_sharded_parameter_servers_and_several_sizes():
 def test_crossover_is_where_ring_and_server_cost_the_same(n):
     alpha, bw = 5e-6, 12.5e9
     m = est.crossover_bytes(n, alpha_s=alpha, bandwidth=bw)
-    assert est.ring_allreduce_s(n, m, alpha, bw) == pytest.approx(
+    assert est.ring_allreduce_time_s(n, m, alpha, bw) == pytest.approx(
         est.parameter_server_s(n, m, alpha, bw)
     )
-    assert est.ring_allreduce_s(n, m / 10, alpha, bw) > est.parameter_server_s(
+    assert est.ring_allreduce_time_s(n, m / 10, alpha, bw) > est.parameter_server_s(
         n, m / 10, alpha, bw
     )
-    assert est.ring_allreduce_s(n, m * 10, alpha, bw) < est.parameter_server_s(
+    assert est.ring_allreduce_time_s(n, m * 10, alpha, bw) < est.parameter_server_s(
         n, m * 10, alpha, bw
     )
 

@@ -46,7 +46,6 @@ from workshop.analysis.parallelism import (  # noqa: F401
     parallelism_table,
     parameter_server_s,
     pipeline_bubble_fraction,
-    ring_allreduce_s,
     stage_utilisation,
     step_times,
     transformer_layer_table,

@@ -26,6 +26,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from workshop.rules import ring_allreduce_time_s
+
 COLLECTIVES = ("GLOO_ALLREDUCE", "MPI_ALLREDUCE", "NCCL_ALLREDUCE", "CCL_ALLREDUCE")
 DTYPE_BYTES = {
     "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8,
@@ -97,18 +99,6 @@ def allreduce_ops(spans: pd.DataFrame, np_workers: int) -> pd.DataFrame:
     columns = ["np", "collective", "start_us", "dur_us", "tensors", "bytes"]
     out = pd.DataFrame(rows, columns=columns)
     return out[out["bytes"] > 0].sort_values("start_us").reset_index(drop=True)
-
-
-def ring_allreduce_time_s(
-    n: int | np.ndarray, nbytes: float | np.ndarray, alpha_s: float, bandwidth_bytes_per_s: float
-) -> np.ndarray | float:
-    """Time of one ring allreduce of ``nbytes`` over ``n`` workers (0 for n = 1).
-
-    >>> round(ring_allreduce_time_s(4, 4e6, 10e-6, 1e9) * 1e3, 3)  # 60 us + 6 ms
-    6.06
-    """
-    n = np.asarray(n, dtype=float)
-    return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * np.asarray(nbytes) / bandwidth_bytes_per_s
 
 
 def fit_alpha_beta(ops: pd.DataFrame, *, quantile: float | None = None) -> dict:

@@ -20,8 +20,9 @@ import math
 import numpy as np
 import pandas as pd
 
-# The training programs' own rules, so the analysis can never drift from what ran.
-from workshop.train.common import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
+# The rules the training programs follow (one home for both), so the analysis can never
+# drift from what ran.
+from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
 
 RULES = LR_SCALINGS
 

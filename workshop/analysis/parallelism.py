@@ -35,7 +35,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from workshop.analysis.commodel import ring_allreduce_time_s
+from workshop.rules import ring_allreduce_time_s
 
 VALUE_BYTES = 4  # fp32 parameters, gradients, optimizer state and activations
 MASK_BYTES = 1  # dropout masks (bool)
@@ -436,19 +436,6 @@ def _scalar(x: np.ndarray) -> np.ndarray | float:
     return float(x) if np.ndim(x) == 0 else x
 
 
-def ring_allreduce_s(n: int | np.ndarray, nbytes: float, alpha_s: float, bandwidth: float):
-    """Ring allreduce time: ``2 (N-1) alpha + 2 (N-1)/N * bytes / B`` (0 for N = 1).
-
-    A reduce-scatter and an allgather, each N-1 steps sending bytes/N per worker and step.
-    Bandwidth-optimal (each worker sends < 2 x bytes, whatever N) but not latency-optimal
-    (2 (N-1) messages in sequence), as seed 003 puts it.
-
-    >>> round(ring_allreduce_s(4, 4e6, 10e-6, 1e9) * 1e3, 3)  # 60 us + 6 ms
-    6.06
-    """
-    return _scalar(ring_allreduce_time_s(n, nbytes, alpha_s, bandwidth))
-
-
 def parameter_server_s(
     n: int | np.ndarray, nbytes: float, alpha_s: float, bandwidth: float, servers: int = 1
 ):
@@ -503,7 +490,7 @@ def data_parallel_balance(
     out["allreduce_bytes_per_worker"] = 2 * (n_workers - 1) / n_workers * out["grad_bytes"]
     out["flops_per_comm_byte"] = out["train_flops_per_step"] / out["allreduce_bytes_per_worker"]
     out["compute_s"] = out["train_flops_per_step"] / sustained_flops
-    out["allreduce_s"] = ring_allreduce_s(n_workers, out["grad_bytes"], alpha_s, bandwidth)
+    out["allreduce_s"] = ring_allreduce_time_s(n_workers, out["grad_bytes"], alpha_s, bandwidth)
     out["compute_to_comm"] = out["compute_s"] / out["allreduce_s"]
     return out
 
@@ -656,7 +643,7 @@ def exchange_costs(
         )
     if nbytes <= 0 or bandwidth <= 0 or alpha_s < 0:
         raise ValueError("exchange_costs: need nbytes > 0, bandwidth > 0 and alpha_s >= 0")
-    ring = ring_allreduce_s(n, nbytes, alpha_s, bandwidth)
+    ring = ring_allreduce_time_s(n, nbytes, alpha_s, bandwidth)
     ps = parameter_server_s(n, nbytes, alpha_s, bandwidth, servers)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(n > 1, ps / np.where(ring > 0, ring, np.nan), np.nan)

@@ -1,17 +1,17 @@
-"""What the PyTorch and TensorFlow training programs share: arguments, learning-rate rules,
-per-rank logging, metrics and status files.
+"""What the PyTorch and TensorFlow training programs share: arguments, per-rank logging,
+metrics and status files (the learning-rate rules they follow come from :mod:`workshop.rules`).
 
 Each rank is one process started by ``horovodrun`` (laptop) or by the batch system's MPI
-launcher (clusters), e.g. ``python -m workshop.train.torch --run-dir DIR --dataset mnist``.
+launcher (clusters), e.g. ``python -m workshop.train.torch_train --run-dir DIR --dataset mnist``.
 Rank 0 alone prints to the console and writes ``metrics.jsonl`` and ``summary.json``; every rank
-writes ``logs/rank.N.log`` and, when it ends, ``logs/rank.N.status`` (``ok`` or ``failed``).
+writes ``logs/rank.N.log`` and, when it ends, ``logs/rank.N.status`` (``ok``, ``failed`` or
+``interrupted``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -21,7 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-LR_SCALINGS = ("none", "linear", "sqrt")
+# The LR rules live in workshop.rules (the analyses use the same ones); the training programs
+# import them from here.
+from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
+
 # Sample the process start as early as possible: init time is measured from here.
 PROCESS_START = time.time()
 
@@ -44,36 +47,6 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None, help="compute threads per rank")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     return parser
-
-
-def scaled_lr(lr: float, global_batch: int, base_batch: int, rule: str) -> float:
-    """Learning rate for a global batch, from the LR that suits ``base_batch``.
-
-    ``linear`` (Goyal et al. 2017): lr * k with k = global_batch / base_batch;
-    ``sqrt`` (Krizhevsky 2014): lr * sqrt(k); ``none``: lr unchanged.
-
-    >>> scaled_lr(0.01, 256, 32, "linear"), scaled_lr(0.01, 128, 32, "sqrt")
-    (0.08, 0.02)
-    """
-    if rule not in LR_SCALINGS:
-        choices = ", ".join(LR_SCALINGS)
-        raise ValueError(f"unknown LR scaling rule {rule!r}; choose one of {choices}")
-    k = global_batch / base_batch
-    return {"none": lr, "linear": lr * k, "sqrt": lr * math.sqrt(k)}[rule]
-
-
-def lr_at(step: int, steps_per_epoch: int, base_lr: float, target_lr: float,
-          warmup_epochs: float) -> float:
-    """Gradual warmup (Goyal et al. 2017): from ``base_lr`` linearly to ``target_lr`` over
-    ``warmup_epochs`` epochs, counted in steps; ``target_lr`` afterwards.
-
-    >>> lr_at(0, 10, 0.01, 0.08, 1.0), lr_at(5, 10, 0.01, 0.08, 1.0), lr_at(10, 10, 0.01, 0.08, 1)
-    (0.01, 0.045, 0.08)
-    """
-    warmup_steps = warmup_epochs * steps_per_epoch
-    if step >= warmup_steps:
-        return target_lr
-    return base_lr + (target_lr - base_lr) * step / warmup_steps
 
 
 RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")

@@ -1,0 +1,101 @@
+"""The rules the training programs follow and the analyses model, in one place.
+
+``workshop.train`` (what runs) and ``workshop.analysis`` (what explains it) both import these,
+so a lesson can never describe a rule that differs from the one that ran. The module imports
+nothing beyond the standard library, so a training rank, a notebook and a test all load it
+cheaply.
+
+* Learning-rate scaling for a larger global batch, and gradual warmup (:func:`scaled_lr`,
+  :func:`lr_at`, :data:`LR_SCALINGS`).
+* The ring-allreduce time of the alpha-beta communication model
+  (:func:`ring_allreduce_time_s`).
+"""
+
+from __future__ import annotations
+
+import math
+
+LR_SCALINGS = ("none", "linear", "sqrt")
+
+
+def scaled_lr(lr: float, global_batch: int, base_batch: int, rule: str) -> float:
+    """Learning rate for a global batch, from the LR that suits ``base_batch``.
+
+    ``linear`` (Goyal et al. 2017): lr * k with k = global_batch / base_batch;
+    ``sqrt`` (Krizhevsky 2014): lr * sqrt(k); ``none``: lr unchanged.
+
+    Args:
+        lr: the learning rate tuned for ``base_batch``.
+        global_batch: per-worker batch x workers.
+        base_batch: the batch ``lr`` was tuned for.
+        rule: one of :data:`LR_SCALINGS`.
+
+    Returns:
+        The scaled learning rate.
+
+    Raises:
+        ValueError: for an unknown rule.
+
+    >>> scaled_lr(0.01, 256, 32, "linear"), scaled_lr(0.01, 128, 32, "sqrt")  # k = 8; sqrt(4)
+    (0.08, 0.02)
+    """
+    if rule not in LR_SCALINGS:
+        choices = ", ".join(LR_SCALINGS)
+        raise ValueError(f"unknown LR scaling rule {rule!r}; choose one of {choices}")
+    k = global_batch / base_batch
+    return {"none": lr, "linear": lr * k, "sqrt": lr * math.sqrt(k)}[rule]
+
+
+def lr_at(
+    step: int, steps_per_epoch: int, base_lr: float, target_lr: float, warmup_epochs: float
+) -> float:
+    """Gradual warmup (Goyal et al. 2017): from ``base_lr`` linearly to ``target_lr`` over
+    ``warmup_epochs`` epochs, counted in steps; ``target_lr`` afterwards.
+
+    Args:
+        step: optimizer step, counted from 0 over the whole run.
+        steps_per_epoch: optimizer steps per epoch.
+        base_lr: learning rate at step 0.
+        target_lr: learning rate after the warmup (usually :func:`scaled_lr`'s).
+        warmup_epochs: warmup length in epochs (0: no warmup).
+
+    Returns:
+        The learning rate at ``step``.
+
+    Halfway through a one-epoch warmup of 10 steps the rate is halfway, 0.01 + 0.07 / 2:
+
+    >>> [round(lr_at(step, 10, 0.01, 0.08, 1.0), 6) for step in (0, 5, 10, 11)]
+    [0.01, 0.045, 0.08, 0.08]
+    """
+    warmup_steps = warmup_epochs * steps_per_epoch
+    if step >= warmup_steps:
+        return target_lr
+    return base_lr + (target_lr - base_lr) * step / warmup_steps
+
+
+def ring_allreduce_time_s(n, nbytes, alpha_s: float, bandwidth_bytes_per_s: float):
+    """Time of one ring allreduce of ``nbytes`` over ``n`` workers (0 for n = 1)::
+
+        t(N, m) = 2 (N - 1) alpha + 2 (N - 1) / N * m / B
+
+    A reduce-scatter and an allgather, each N-1 steps sending m/N bytes per worker and step:
+    bandwidth-optimal (each worker sends < 2 m, whatever N) but not latency-optimal (2 (N-1)
+    messages in sequence).
+
+    Args:
+        n: workers (a number, or a numpy array of them).
+        nbytes: message size in bytes (a number, or a numpy array / pandas Series).
+        alpha_s: per-message latency, seconds.
+        bandwidth_bytes_per_s: link bandwidth B, bytes per second.
+
+    Returns:
+        Seconds, a float for numbers, elementwise for arrays.
+
+    At N = 4: 6 alpha + 1.5 m / B = 60 us + 6 ms.
+
+    >>> round(ring_allreduce_time_s(4, 4e6, 10e-6, 1e9) * 1e3, 3)
+    6.06
+    >>> ring_allreduce_time_s(1, 4e6, 10e-6, 1e9)
+    0.0
+    """
+    return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes / bandwidth_bytes_per_s
