@@ -28,9 +28,16 @@ from workshop.paths import runs_dir
 
 FRAMEWORKS = {"torch": "workshop.train.torch_train", "tensorflow": "workshop.train.tf_train"}
 CONTROLLERS = ("gloo", "mpi")
-ENV_RECORDED = re.compile(
-    r"^(HOROVOD_|OMP_|OMPI_|NCCL_|CUDA_VISIBLE|TF_|PMI_|COBALT_|PBS_JOBID|SLURM_JOB_ID|MPITRACE)"
-)
+# run.json's "env": an allowlist of what changes how a run behaves (learners hand run.json in
+# and commit it, so nothing else from their environment goes there), and never a secret.
+ENV_RECORDED_PREFIXES = ("HOROVOD_", "OMPI_", "NCCL_", "GLOO_", "OMP_", "TF_CPP_", "WORKSHOP_")
+ENV_RECORDED_NAMES = frozenset({
+    "CUDA_VISIBLE_DEVICES", "TF_USE_LEGACY_KERAS", "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LD_PRELOAD",
+    "SAVE_ALL_TASKS", "COBALT_JOBID", "PBS_JOBID", "SLURM_JOB_ID",
+})  # fmt: skip
+ENV_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
+REDACTED = "<redacted>"
 
 
 class RunError(RuntimeError):
@@ -208,6 +215,21 @@ def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[li
     return command + program, env
 
 
+def recorded_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment variables run.json records (see docs/run-directory.md).
+
+    Only the allowlisted ones (Horovod's, Open MPI's, NCCL's, Gloo's, thread counts, visible
+    GPUs, TensorFlow's Keras and log switches, the workshop's, batch job ids); a name that
+    looks like a secret (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL) is listed as ``<redacted>``.
+    Terraform's ``TF_TOKEN_*`` / ``TF_VAR_*`` share TensorFlow's prefix and are not recorded.
+    """
+    recorded = {}
+    for key, value in sorted(env.items()):
+        if key in ENV_RECORDED_NAMES or key.startswith(ENV_RECORDED_PREFIXES):
+            recorded[key] = REDACTED if ENV_SECRET.search(key) else value
+    return recorded
+
+
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)
@@ -340,7 +362,7 @@ def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None =
         "command": command or [Path(sys.argv[0]).name, *sys.argv[1:]],
         "launch_command": argv,
         "config": dataclasses.asdict(config),
-        "env": {key: value for key, value in sorted(env.items()) if ENV_RECORDED.match(key)},
+        "env": recorded_env(env),
         **provenance(),
         "data": {"name": config.dataset, "mode": data_mode},
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
