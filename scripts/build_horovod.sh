@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Build (or reuse) a Horovod 0.28.1 wheel with PyTorch + TensorFlow + Gloo + MPI, then install it
-# into the active Python environment.
+# Build (or reuse) a Horovod 0.28.1 wheel with PyTorch + TensorFlow + Gloo + MPI, CPU only, then
+# install it into the active Python environment (Python 3.11, 3.12 or 3.13).
 #
-# PyPI only has Horovod's source release, and it needs two fixes to build against the
-# frameworks we pin (see README, "How Horovod is built"):
+# PyPI only has Horovod's source release, and it needs fixes to build against the frameworks
+# and Pythons we support (see README, "How Horovod is built"); each is applied below and checked:
 #   1. its PyTorch extension is compiled as C++14, but torch >= 2.1 headers need C++17:
 #      a CXX wrapper appends -std=c++17 as the last flag, so it wins;
 #   2. horovod/tensorflow/xla_mpi_ops.cc does not compile against TF >= 2.16 headers (XLA
-#      headers moved); it is optional at run time, so it is left out of the build.
-# The wheel is cached outside the clone, keyed by Horovod, torch, TensorFlow and Python
-# versions, so a second setup (or CI on a fresh clone) does not recompile.
+#      headers moved); it is optional at run time, so it is left out of the build;
+#   3. a CUDA build of torch (PyPI's default on Linux) makes Horovod's CMake add its CUDA
+#      operations, which need a CUDA toolkit ("Could NOT find CUDAToolkit"): the build is made
+#      CPU-only whatever torch build is installed (no CUDA/ROCm detection from torch or nvcc);
+#   4. Python 3.12 removed distutils: the torch CMake file asks distutils for Python's include
+#      folder, and horovodrun imports distutils.spawn; both use sysconfig / shutil instead.
+# The wheel is cached outside the clone, keyed by Horovod, torch (version and build),
+# TensorFlow and Python versions, so a second setup (or CI on a fresh clone) does not recompile.
+# The build log is kept in the cache folder: $WORKSHOP_CACHE/logs/.
 set -euo pipefail
 
 HOROVOD_VERSION="${HOROVOD_VERSION:-0.28.1}"
@@ -20,12 +26,20 @@ export TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2
 versions=$("$PY" - <<'PY'
 import sys, importlib.metadata as md
 py = f"py{sys.version_info.major}{sys.version_info.minor}"
-print(md.version("torch").split("+")[0], md.version("tensorflow-cpu"), py)
+import importlib.util, pathlib, re
+torch = md.version("torch").split("+")[0]
+# The torch build (CPU or CUDA) without importing torch: torch/version.py says `cuda = '13.0'`.
+spec = importlib.util.find_spec("torch")
+text = (pathlib.Path(spec.origin).parent / "version.py").read_text()
+cuda = re.search(r"^cuda[^=]*=\s*'([0-9.]+)'", text, re.M)
+build = "" if cuda is None else "cu" + cuda[1].replace(".", "")
+print(torch + build, md.version("tensorflow-cpu"), py)
 PY
 )
 read -r TORCH_VERSION TF_VERSION PY_TAG <<<"$versions"
 KEY="horovod${HOROVOD_VERSION}-torch${TORCH_VERSION}-tf${TF_VERSION}-${PY_TAG}"
 WHEEL_DIR="$CACHE_ROOT/wheels/$KEY"
+LOG_DIR="$CACHE_ROOT/logs"
 
 if "$PY" - "$HOROVOD_VERSION" <<'PY' 2>/dev/null
 import sys, importlib.metadata as md
@@ -49,12 +63,39 @@ if [[ -z "$wheel" ]]; then
     tar xzf "$build_dir/horovod-$HOROVOD_VERSION.tar.gz" -C "$build_dir"
     src="$build_dir/horovod-$HOROVOD_VERSION"
 
-    # Fix 2: drop the XLA ops source from the TensorFlow extension.
-    sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
-    if grep -q xla_mpi_ops "$src/horovod/tensorflow/CMakeLists.txt"; then
-        echo "[horovod] ERROR: could not remove xla_mpi_ops.cc from the build" >&2
-        exit 1
-    fi
+    # Fixes 2-4: edit the sources; every edit must apply, or the build stops here.
+    "$PY" - "$src" <<'PY'
+import pathlib, re, sys
+src = pathlib.Path(sys.argv[1])
+
+def edit(relative, old, new, count=1):
+    path = src / relative
+    text = path.read_text()
+    found = len(re.findall(old, text, flags=re.S))
+    if found != count:
+        sys.exit(f"[horovod] ERROR: {relative}: expected {count} match(es) of {old!r}, found {found}")
+    path.write_text(re.sub(old, new, text, flags=re.S))
+
+# 2. No XLA ops (they do not compile against TF >= 2.16 headers).
+edit("horovod/tensorflow/CMakeLists.txt", r"[^\n]*xla_mpi_ops\.cc[^\n]*\n", "")
+# 3. CPU-only: torch's CUDA/ROCm build is not taken as a request for GPU operations ...
+edit("cmake/Modules/FindPytorch.cmake",
+     r"print\(True if \(\(torch\.version\.cuda is not None\) and \(CUDA_HOME is not None\)\) else False\)",
+     "print(False)")
+edit("cmake/Modules/FindPytorch.cmake",
+     r"print\(True if \(\(torch\.version\.hip is not None\) and \(ROCM_HOME is not None\)\) else False\)",
+     "print(False)")
+# ... and no CUDA compiler is looked for (an nvcc that does not work with this gcc would fail).
+edit("CMakeLists.txt", r"include\(CheckLanguage\)\ncheck_language\(CUDA\).*?enable_language\(CUDA\)\nendif\(\)\n",
+     "# horovod-workshop: CPU-only build, no CUDA compiler detection\n")
+# 4. Python 3.12+: no distutils.
+edit("horovod/torch/CMakeLists.txt",
+     r'"from distutils\.sysconfig import get_python_inc; print\(get_python_inc\(\)\)"',
+     "\"import sysconfig; print(sysconfig.get_paths()['include'])\"")
+edit("horovod/runner/js_run.py", r"from distutils\.spawn import find_executable",
+     "from shutil import which as find_executable")
+print("[horovod] source fixes applied: no XLA ops, CPU-only, no distutils")
+PY
 
     # Fix 1: a compiler wrapper that puts -std=c++17 last.
     real_cxx="$(command -v "${CXX:-g++}")"
@@ -64,11 +105,19 @@ exec "$real_cxx" "\$@" -std=c++17
 EOF
     chmod +x "$build_dir/cxx17"
 
-    mkdir -p "$WHEEL_DIR"
-    log="$build_dir/build.log"
+    # cmake >= 4 refuses Gloo's `cmake_minimum_required(VERSION 2.8.12)`; cmake 4 reads this
+    # variable (cmake 3.x ignores it). The distribution's cmake 3.x is what has been tested.
+    export CMAKE_POLICY_VERSION_MINIMUM=3.5
+    mkdir -p "$WHEEL_DIR" "$LOG_DIR"
+    log="$LOG_DIR/build-$KEY.log"
+    echo "[horovod] $(cmake --version | head -n 1), $("$real_cxx" --version | head -n 1)," \
+        "$(mpirun --version 2>/dev/null | head -n 1)"
     echo "[horovod] compiling; log: $log (progress every 60 s)"
     (
         cd "$src"
+        # CPU-only: no GPU operations, whatever the caller's environment asks for.
+        unset HOROVOD_GPU HOROVOD_GPU_OPERATIONS HOROVOD_GPU_ALLREDUCE HOROVOD_GPU_ALLGATHER \
+            HOROVOD_GPU_BROADCAST HOROVOD_GPU_ALLTOALL HOROVOD_GPU_REDUCESCATTER HOROVOD_CUDA_HOME
         CXX="$build_dir/cxx17" \
         HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
         HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 \
@@ -85,6 +134,7 @@ EOF
     if ! wait "$build_pid"; then
         echo "[horovod] ERROR: build failed; last lines of $log:" >&2
         tail -n 40 "$log" >&2
+        echo "[horovod] the whole log: $log (the patched sources are in $src)" >&2
         trap - EXIT
         exit 1
     fi

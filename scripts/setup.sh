@@ -5,8 +5,11 @@
 #   bash scripts/setup.sh --no-run   # set up only (used by scripts/test.sh and binder/postBuild)
 #   bash scripts/setup.sh --test     # also install the test tools and Chromium (browser test)
 #
-# Idempotent: every step checks whether it is already done. The Horovod wheel is cached outside
-# the clone (see scripts/build_horovod.sh), so only the first setup on a machine compiles it.
+# Python 3.11, 3.12 or 3.13: WORKSHOP_PYTHON when set, else the newest of python3.13, python3.12,
+# python3.11, python3 on PATH (an existing environment keeps its own). WORKSHOP_VENV: where the
+# environment goes (default .venv). Idempotent: every step checks whether it is already done.
+# The Horovod wheel is cached outside the clone (see scripts/build_horovod.sh), so only the first
+# setup on a machine (per Python version) compiles it.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,14 +20,58 @@ for arg in "$@"; do
     case "$arg" in
         --no-run) RUN_MAIN=0 ;;
         --test) WITH_TEST=1 ;;
-        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
 
 step() { echo; echo "==> $*"; }
 
-# 1. System packages: Open MPI, a C++ compiler, cmake (and Chromium for the browser test).
+# 1. Python: an existing environment's, else WORKSHOP_PYTHON, else the newest supported one found.
+SUPPORTED_PYTHONS="3.13 3.12 3.11"   # pyproject.toml: requires-python = ">=3.11,<3.14"
+py_version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+is_supported() { [[ " $SUPPORTED_PYTHONS " == *" $1 "* ]]; }
+PYTHON_BIN="" PYTHON_WHY=""
+pick_python() {
+    local candidate version
+    if [[ -x "$VENV/bin/python" ]]; then
+        version=$(py_version "$VENV/bin/python" || true)
+        if ! is_supported "$version"; then
+            echo "$VENV has Python ${version:-?}; the workshop needs 3.11, 3.12 or 3.13." >&2
+            echo "Remove $VENV (or set WORKSHOP_VENV to a new folder) and run setup again." >&2
+            exit 1
+        fi
+        if [[ -n "${WORKSHOP_PYTHON:-}" && "$(py_version "$WORKSHOP_PYTHON" || true)" != "$version" ]]; then
+            echo "$VENV already has Python $version, but WORKSHOP_PYTHON=$WORKSHOP_PYTHON is" \
+                "$(py_version "$WORKSHOP_PYTHON" || echo 'not a working Python')." >&2
+            echo "Remove $VENV, or set WORKSHOP_VENV to another folder, and run setup again." >&2
+            exit 1
+        fi
+        PYTHON_BIN="$VENV/bin/python" PYTHON_WHY="the existing environment's"
+        return 0
+    fi
+    if [[ -n "${WORKSHOP_PYTHON:-}" ]]; then
+        version=$(py_version "$WORKSHOP_PYTHON" || true)
+        if ! is_supported "$version"; then
+            echo "WORKSHOP_PYTHON=$WORKSHOP_PYTHON is ${version:+Python }${version:-not a working Python};" \
+                "the workshop needs Python 3.11, 3.12 or 3.13." >&2
+            exit 1
+        fi
+        PYTHON_BIN="$(command -v "$WORKSHOP_PYTHON")" PYTHON_WHY="WORKSHOP_PYTHON"
+        return 0
+    fi
+    for candidate in python3.13 python3.12 python3.11 python3; do
+        version=$(py_version "$candidate" || true)   # pyenv shims exist but fail for absent versions
+        if is_supported "$version"; then
+            PYTHON_BIN="$(command -v "$candidate")" PYTHON_WHY="the newest supported Python found"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# 2. System packages: Open MPI, a C++ compiler, cmake, Python's venv and headers when missing
+#    (and Chromium for the browser test).
 step "system packages"
 apt_packages=()
 command -v mpicc >/dev/null || apt_packages+=(libopenmpi-dev)
@@ -32,6 +79,17 @@ command -v mpirun >/dev/null || apt_packages+=(openmpi-bin)
 command -v g++ >/dev/null || apt_packages+=(g++)
 command -v make >/dev/null || apt_packages+=(make)
 command -v cmake >/dev/null || apt_packages+=(cmake)
+if ! pick_python; then
+    apt_packages+=(python3 python3-venv python3-dev)
+elif [[ "$PYTHON_BIN" == /usr/bin/* ]]; then
+    # Debian/Ubuntu split venv (ensurepip) and the C headers (Python.h) out of python3.X.
+    pyver=$(py_version "$PYTHON_BIN")
+    [[ -x "$VENV/bin/python" ]] || "$PYTHON_BIN" -c 'import ensurepip' 2>/dev/null \
+        || apt_packages+=("python$pyver-venv")
+    "$PYTHON_BIN" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        || apt_packages+=("python$pyver-dev")
+fi
 if [[ $WITH_TEST == 1 ]]; then
     command -v chromium >/dev/null || apt_packages+=(chromium)
 fi
@@ -47,17 +105,17 @@ if ((${#apt_packages[@]})); then
         exit 1
     fi
 fi
-echo "mpirun: $(mpirun --version 2>/dev/null | head -n 1); cmake: $(cmake --version | head -n 1)"
-
-# 2. A virtual environment with Python 3.11.
-step "virtual environment $VENV"
-PYTHON_BIN="${WORKSHOP_PYTHON:-python3.11}"
-command -v "$PYTHON_BIN" >/dev/null || PYTHON_BIN=python3
-if ! "$PYTHON_BIN" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-    echo "Python 3.11 is needed; found $("$PYTHON_BIN" --version 2>&1) at $(command -v "$PYTHON_BIN")." >&2
-    echo "Install python3.11 (and python3.11-venv), or set WORKSHOP_PYTHON=/path/to/python3.11." >&2
+[[ -n "$PYTHON_BIN" ]] || pick_python || {
+    echo "No Python 3.11, 3.12 or 3.13 found (tried python3.13, python3.12, python3.11, python3)." >&2
+    echo "Install one, or set WORKSHOP_PYTHON=/path/to/python3.1x." >&2
     exit 1
-fi
+}
+echo "mpirun: $(mpirun --version 2>/dev/null | head -n 1); cmake: $(cmake --version | head -n 1);" \
+    "$(g++ --version | head -n 1)"
+
+# 3. A virtual environment (or an existing non-venv environment such as Binder's conda env).
+step "environment $VENV"
+echo "Python $(py_version "$PYTHON_BIN"): $PYTHON_BIN ($PYTHON_WHY; set WORKSHOP_PYTHON to choose)"
 [[ -x "$VENV/bin/python" ]] || "$PYTHON_BIN" -m venv "$VENV"
 if [[ -f "$VENV/pyvenv.cfg" ]]; then
     # shellcheck disable=SC1091
@@ -67,7 +125,7 @@ else
     export PATH="$VENV/bin:$PATH"
 fi
 
-# 3. Python packages (skipped when the requirement files have not changed).
+# 4. Python packages (skipped when the requirement files have not changed).
 step "Python packages"
 req_files=("$REPO/requirements/base.txt")
 [[ $WITH_TEST == 1 ]] && req_files+=("$REPO/requirements/test.txt")
@@ -76,17 +134,35 @@ want=$(cat "${req_files[@]}" | sha256sum | cut -d' ' -f1)
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
     echo "requirements unchanged; nothing to install"
 else
+    # PyPI's Linux torch is the CUDA build (GBs of CUDA libraries). Without an NVIDIA GPU, take
+    # the CPU build from PyTorch's CPU wheel index when it can be reached (WORKSHOP_TORCH_INDEX
+    # overrides; set it to "none" for PyPI only). Horovod is built CPU-only either way.
+    cpu_index="https://download.pytorch.org/whl/cpu"
+    torch_index="${WORKSHOP_TORCH_INDEX:-}"
+    if [[ -z "$torch_index" ]]; then
+        if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+            echo "torch: an NVIDIA GPU is present: PyPI's CUDA build"
+        elif python -m pip --isolated index versions torch --index-url "$cpu_index" \
+                --retries 0 --timeout 10 >/dev/null 2>&1; then
+            torch_index="$cpu_index"
+            echo "torch: no NVIDIA GPU: the CPU build from $cpu_index"
+        else
+            echo "torch: no NVIDIA GPU, and PyTorch's CPU wheel index cannot be reached: pip takes" \
+                "torch from PyPI/pip's configured indexes (on Linux that is the CUDA build, ~3 GB" \
+                "with its CUDA libraries, unless a CPU wheel is configured locally); it runs on the CPU"
+        fi
+    fi
     pip_args=()
-    [[ -n "${WORKSHOP_TORCH_INDEX:-}" ]] && pip_args+=(--extra-index-url "$WORKSHOP_TORCH_INDEX")
+    [[ -n "$torch_index" && "$torch_index" != none ]] && pip_args+=(--extra-index-url "$torch_index")
     python -m pip install --progress-bar off "${pip_args[@]}" "${req_files[@]/#/-r}"
     echo "$want" >"$stamp"
 fi
 
-# 4. Horovod 0.28.1, built from source once and cached.
+# 5. Horovod 0.28.1, built from source once and cached.
 step "Horovod"
 PYTHON="$VENV/bin/python" bash "$REPO/scripts/build_horovod.sh"
 
-# 5. The workshop package itself, and our PMPI profiler library.
+# 6. The workshop package itself, and our PMPI profiler library.
 step "workshop package"
 python -m pip install --quiet --no-deps --no-build-isolation -e "$REPO"
 echo "installed: $(command -v workshop)"

@@ -40,7 +40,9 @@ def _commands(script: Path) -> list[str]:
 
 
 def _setup_apt_packages() -> set[str]:
-    """The apt packages scripts/setup.sh installs for a plain setup (not ``--test``)."""
+    """The apt packages scripts/setup.sh installs for a plain setup (not ``--test``), less its
+    Python packages (python3-venv, python3.X-dev...): Binder's Python is repo2docker's conda
+    environment."""
     packages, in_test_block = set(), False
     for line in SETUP.read_text().splitlines():
         stripped = line.strip()
@@ -50,7 +52,7 @@ def _setup_apt_packages() -> set[str]:
             in_test_block = False
         match = re.search(r"apt_packages\+=\(([^)]+)\)", line)
         if match and not in_test_block:
-            packages.update(match[1].split())
+            packages.update(name for name in match[1].split() if "python" not in name)
     assert packages, f"{SETUP}: found no apt_packages+=(...) lines"
     return packages
 
@@ -69,8 +71,12 @@ def test_runtime_python_matches_pyproject_and_setup() -> None:
     requires = tomllib.loads((REPO_DIR / "pyproject.toml").read_text())["project"][
         "requires-python"
     ]
-    assert ">=3.11" in requires and "<3.12" in requires
-    assert "sys.version_info[:2] != (3, 11)" in SETUP.read_text()
+    assert requires == ">=3.11,<3.14"
+    # setup.sh accepts exactly the Pythons pyproject allows (Binder's 3.11 among them).
+    match = re.search(r'^SUPPORTED_PYTHONS="([^"]+)"', SETUP.read_text(), re.M)
+    assert match, f"{SETUP}: no SUPPORTED_PYTHONS line"
+    assert sorted(match[1].split()) == ["3.11", "3.12", "3.13"]
+    assert runtime.removeprefix("python-") in match[1].split()
 
 
 def test_apt_txt_lists_what_setup_sh_installs() -> None:
@@ -181,13 +187,13 @@ def test_setup_sh_installs_into_an_existing_non_venv_environment(tmp_path: Path)
 
     for tool in ("mpicc", "mpirun", "g++", "make", "cmake", "workshop"):
         stub(stubs / tool, "echo stub 1.0\n")
-    stub(stubs / "python3.11", "exit 0\n")  # passes setup.sh's Python 3.11 check
-    # The environment's python: logs its arguments; for build_horovod.sh's probes it prints
-    # versions and reports Horovod as already installed.
+    # The environment's python: logs its arguments; says it is 3.11 when asked (`-c`); for
+    # build_horovod.sh's probes it prints versions and reports Horovod as already installed.
     stub(
         env_dir / "bin" / "python",
         f'echo "$0 $*" >> {log}\n'
-        'case "$1" in -) cat >/dev/null; echo "2.13.0 2.21.0 py311";; esac\nexit 0\n',
+        'case "$1" in -) cat >/dev/null; echo "2.13.0 2.21.0 py311";; -c) echo 3.11;; esac\n'
+        "exit 0\n",
     )
     env = {
         "PATH": f"{stubs}:/usr/bin:/bin",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import re
+from pathlib import Path
 
 from workshop.launch.environment import diagnose
 
@@ -21,6 +24,24 @@ def _operations(built: dict) -> str:
     )
 
 
+def torch_build() -> str:
+    """Which torch build is installed (CPU, CUDA or ROCm), read from ``torch/version.py``
+    without importing torch (PyPI's Linux torch is the CUDA build; its version has no +cuXXX)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return "not installed"
+    text = (Path(spec.origin).parent / "version.py").read_text()
+    found = {
+        name: re.search(rf"^{name}\b[^=]*=\s*'([^']+)'", text, re.M) for name in ("cuda", "hip")
+    }
+    if found["cuda"]:
+        tag = "cu" + found["cuda"][1].replace(".", "")
+        return f"CUDA {found['cuda'][1]} build (+{tag}); runs on the CPU without a GPU"
+    if found["hip"]:
+        return f"ROCm build (HIP {found['hip'][1]}); runs on the CPU without a GPU"
+    return "CPU build (+cpu)"
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("doctor", help="check what this environment can run")
     parser.add_argument("--json", action="store_true", help="print the facts as JSON")
@@ -29,6 +50,7 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     facts, problems = diagnose()
+    facts["torch_build"] = torch_build()
     if args.json:
         print(json.dumps({**facts, "problems": problems}, indent=2))
         return 1 if problems else 0
@@ -38,6 +60,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"GPUs      {', '.join(facts['host']['gpus']) or 'none'}")
     for name in ("python", "torch", "tensorflow", "tf_keras", "horovod", "mpi"):
         print(f"{name:<9} {versions.get(name) or 'MISSING'}")
+        if name == "torch" and versions.get(name):
+            print(f"{'':<9} {facts['torch_build']}")
     for framework, built in facts["horovod_build"].items():
         print(f"horovod.{framework:<10} {_operations(built)}")
     for dataset, state in facts["datasets_offline"].items():
