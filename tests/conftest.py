@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+
+from workshop.launch.environment import find_program
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK_PATH = Path(os.environ.get("WORKSHOP_CPU_LOCK", "/tmp/workshop-cpu.lock"))
@@ -26,5 +27,5 @@ def cpu_lock():
 @pytest.fixture(scope="session")
 def horovod_ready():
     """Skip nothing silently: live tests fail loudly when Horovod is missing."""
-    if not shutil.which("horovodrun"):
+    if not find_program("horovodrun"):
         pytest.fail("horovodrun not found: run `bash scripts/setup.sh --no-run` first")

@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from workshop import paths
+from workshop.launch.environment import find_program
 
 SOURCE = Path(__file__).resolve().parent / "mpiprof" / "mpiprof.c"
 EXERCISE_SOURCE = Path(__file__).resolve().parent / "mpiprof" / "mpiprof_exercise.c"
@@ -46,7 +46,7 @@ class ProfilerBuildError(RuntimeError):
 
 
 def _mpicc() -> str:
-    mpicc = shutil.which(os.environ.get("MPICC", "mpicc"))
+    mpicc = find_program(os.environ.get("MPICC", "mpicc"))
     if mpicc is None:
         raise ProfilerBuildError(
             "mpicc not found: install Open MPI's development files "
@@ -74,7 +74,7 @@ def mpi_version() -> str:
     Returns:
         The first line of ``mpirun --version`` (empty string when mpirun is missing).
     """
-    mpirun = shutil.which("mpirun")
+    mpirun = find_program("mpirun")
     if mpirun is None:
         return ""
     lines = _run_text([mpirun, "--version"]).splitlines()

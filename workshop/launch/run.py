@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from workshop.launch.environment import find_program, program_path_env
 from workshop.paths import runs_dir
 
 FRAMEWORKS = {"torch": "workshop.train.torch_train", "tensorflow": "workshop.train.tf_train"}
@@ -240,8 +241,9 @@ def _version(package: str) -> str | None:
 def provenance() -> dict:
     """Versions and host facts recorded in run.json."""
     mpi = None
-    if shutil.which("mpirun"):
-        result = subprocess.run(["mpirun", "--version"], capture_output=True, text=True)
+    mpirun = find_program("mpirun")
+    if mpirun:
+        result = subprocess.run([mpirun, "--version"], capture_output=True, text=True)
         mpi = (result.stdout or result.stderr).splitlines()[0] if result.returncode == 0 else None
     cpu = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -347,15 +349,16 @@ def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None =
     from workshop.train import data
 
     config.validate()
-    if not config.launcher and not shutil.which("horovodrun"):
+    if not config.launcher and not find_program("horovodrun"):
         raise RunError(
-            "horovodrun not found: Horovod is not installed in this environment. "
-            "Run `bash scripts/setup.sh` (it builds Horovod), then activate .venv."
+            f"horovodrun not found beside {sys.executable} nor on PATH: Horovod is not "
+            "installed in this environment. Run `bash scripts/setup.sh` (it builds Horovod)."
         )
     data_mode = data.prepare(config.dataset, config.data)
     run_dir = new_run_dir(config, out_dir, name)
     argv, extra_env = launch_command(config, run_dir, data_mode)
-    env = os.environ | extra_env
+    # The environment's own programs first (horovodrun, and what it starts), activated or not.
+    env = os.environ | {"PATH": program_path_env()} | extra_env
     record = {
         "schema": 1,
         "name": run_dir.name,
