@@ -2,8 +2,9 @@
 
 PATH can be a sweep directory, a folder of run directories or one run directory (``workshop
 run`` / ``workshop sweep`` output); per-epoch text logs like seed 000's (``Epoch 1:  training
-3.94(s) - testing 0.28(s)``, several files or one document holding several runs); or
-result tables like seed 004's (several tables about the same runs are merged by worker count).
+3.94(s) - testing 0.28(s)``, several files, a folder of them, or one document holding several
+runs); or result tables like seed 004's (several tables about the same runs are merged by worker
+count; a folder of them too).
 """
 
 from __future__ import annotations
@@ -74,10 +75,13 @@ def _load(paths: list[Path]) -> dict:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or directory")
     if len(paths) == 1 and paths[0].is_dir():
-        from workshop.io.sweep import read_sweep
+        folder = paths[0]
+        if (folder / "run.json").exists() or any(folder.glob("*/run.json")):
+            from workshop.io.sweep import read_sweep
 
-        runs, epochs = read_sweep(paths[0])
-        return {"kind": "runs", "runs": runs, "epochs": epochs}
+            runs, epochs = read_sweep(folder)
+            return {"kind": "runs", "runs": runs, "epochs": epochs}
+        paths = _folder_logs(folder)
     if any(p.is_dir() for p in paths):
         raise ValueError("give one run/sweep directory, or one or more text files, not both")
     tables = [t for p in paths for t in logs.read_tables(p) if "np" in t]
@@ -85,6 +89,26 @@ def _load(paths: list[Path]) -> dict:
         return {"kind": "table", "table": logs.merge_tables(tables)}
     epochs = logs.read_epoch_logs(paths)
     return {"kind": "epoch-log", "epochs": epochs}
+
+
+def _folder_logs(folder: Path) -> list[Path]:
+    """The epoch logs, or the result tables, of a folder without run directories."""
+    from workshop.io import logs
+
+    found = logs.find_logs(folder)
+    if found["epoch_logs"] and found["tables"]:
+        names = ", ".join(p.name for p in found["epoch_logs"] + found["tables"])
+        raise ValueError(
+            f"{folder}: holds both epoch logs and result tables ({names}); they describe "
+            "different runs: give the files of one kind"
+        )
+    files = found["epoch_logs"] or found["tables"]
+    if not files:
+        raise ValueError(
+            f"{folder}: no run directories, epoch logs or result tables inside (epoch logs have "
+            "lines like 'Epoch 1:  training 3.94(s) - testing 0.28(s)')"
+        )
+    return files
 
 
 def _scaling_block(runs: pd.DataFrame, epochs: pd.DataFrame | None) -> dict:

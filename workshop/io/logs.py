@@ -176,6 +176,44 @@ def read_epoch_logs(paths: list[str | Path] | dict[int, str | Path]) -> pd.DataF
     return pd.concat(frames, ignore_index=True)
 
 
+def find_logs(folder: str | Path) -> dict[str, list[Path]]:
+    """The text logs in a folder (not its sub-folders), by format.
+
+    A file holding an epoch line (``Epoch 1:  training 3.94(s) ...``) is an epoch log; else a
+    file holding a result table with a worker-count column is a table; anything else (a
+    README, notes, hidden files, binary files) is left out.
+
+    Args:
+        folder: a directory, e.g. a copy of a cluster job's output files.
+
+    Returns:
+        ``{"epoch_logs": [...], "tables": [...], "other": [...]}``, paths sorted by name.
+
+    Raises:
+        FileNotFoundError: if ``folder`` is not a directory.
+        ValueError: naming file and line, for a malformed epoch line or table row.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such directory")
+    found: dict[str, list[Path]] = {"epoch_logs": [], "tables": [], "other": []}
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        if path.name.startswith("."):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            found["other"].append(path)
+            continue
+        if EPOCH_LINE.search(text):
+            found["epoch_logs"].append(path)
+        elif any("np" in table for table in _parse_tables(text.splitlines(), str(path))):
+            found["tables"].append(path)
+        else:
+            found["other"].append(path)
+    return found
+
+
 def _split_header(line: str) -> list[str]:
     """Split a table header into column titles.
 
