@@ -113,6 +113,7 @@ EOF
     echo "[horovod] $(cmake --version | head -n 1), $("$real_cxx" --version | head -n 1)," \
         "$(mpirun --version 2>/dev/null | head -n 1)"
     echo "[horovod] compiling; log: $log (progress every 60 s)"
+    build_start=$(date +%s)
     (
         cd "$src"
         # CPU-only: no GPU operations, whatever the caller's environment asks for.
@@ -138,6 +139,7 @@ EOF
         trap - EXIT
         exit 1
     fi
+    echo "[horovod] built in $(($(date +%s) - build_start)) s"
     cp "$build_dir"/dist/horovod-*.whl "$WHEEL_DIR/"
     wheel=$(ls "$WHEEL_DIR"/horovod-*.whl | head -n 1)
     echo "[horovod] cached $wheel"
