@@ -145,3 +145,94 @@ def test_predict_from_run_splits_step_into_compute_and_comm():
         commodel.predict_from_run(fit, ops, steps=10, step_time_s=0.001, batch_size=32)
     with pytest.raises(ValueError, match="one np"):
         commodel.predict_from_run(fit, ops.iloc[:0], steps=10, step_time_s=0.02, batch_size=32)
+
+
+ALPHA_S, BANDWIDTH = 50e-6, 1e9
+SIZES = (4_000, 40_000, 400_000, 4_000_000)  # bytes of the four allreduces in a timeline
+
+
+def _model_spans():
+    """A run's timeline in which four single-tensor allreduces (1,000 to 1,000,000 float32)
+    take exactly the ring time at N=2, t = 2 alpha + m / B, one after the other."""
+    rows, start = [], 0
+    for i, nbytes in enumerate(SIZES):
+        dur = round(1e6 * (2 * ALPHA_S + nbytes / BANDWIDTH))
+        rows.append((f"g{i}", "op", "ALLREDUCE", start, start + dur + 10, "float32",
+                     f"[{nbytes // 4}]"))  # fmt: skip
+        rows.append((f"g{i}", "activity", "GLOO_ALLREDUCE", start + 5, start + 5 + dur, None,
+                     None))  # fmt: skip
+        start += dur + 100
+    return pd.DataFrame(rows, columns=["tensor", "kind", "name", "start_us", "end_us",
+                                       "dtype", "shape"])  # fmt: skip
+
+
+def _model_runs():
+    """One worker and two workers doing the same work (2 steps per epoch, 1 epoch, batch 32),
+    and a tuned np=2 run listed first, which the model must not start from."""
+    base = {"dataset": "mnist", "batch_size": 32, "steps": 2.0, "epochs_done": 1}
+    rows = [
+        base | {"run": "a-tuned", "np": 2, "fusion_threshold_mb": 0.0, "cycle_time_ms": 1.0,
+                "steady_epoch_time_s": 0.3, "samples_per_s": 500.0},
+        base | {"run": "b-np1", "np": 1, "fusion_threshold_mb": None, "cycle_time_ms": None,
+                "steady_epoch_time_s": 0.08, "samples_per_s": 1000.0},
+        base | {"run": "c-np2", "np": 2, "fusion_threshold_mb": None, "cycle_time_ms": None,
+                "steady_epoch_time_s": 0.1, "samples_per_s": 1600.0},
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_comm_model_pipeline_fits_predicts_and_compares():
+    runs = _model_runs()
+    spans = {"a-tuned": _model_spans(), "c-np2": _model_spans()}
+    model = commodel.comm_model_vs_measurement(runs, spans, nps=[1, 2, 4])
+    assert model["timelines"] == 2 and len(model["ops"]) == 8
+    assert set(model["ops"]["run"]) == {"a-tuned", "c-np2"}
+    # every duration lies on the ring model (rounded to 1 us): the fit recovers alpha and B
+    assert model["fit"]["alpha_us"] == pytest.approx(50, abs=0.01)
+    assert model["fit"]["bandwidth_bytes_per_s"] == pytest.approx(1e9, rel=1e-4)
+    assert model["run"] == "c-np2"  # Horovod's default knobs, not the tuned run listed first
+    inputs = model["inputs"]
+    # c-np2: 4 allreduces in 2 steps -> 2 per step; 4,444,000 bytes / 2 = 2,222,000 per step
+    assert inputs["allreduces_per_step"] == 2 and inputs["bytes_per_step"] == 2_222_000
+    # model comm per step: 2 x (2 alpha + 1,111,000 / B) = 200 us + 2.222 ms = 2.422 ms
+    assert inputs["comm_time_s"] == pytest.approx(2.422e-3, rel=1e-4)
+    # measured step 0.1 s / 2 = 50 ms -> compute 47.578 ms; one worker alone: 40 ms per step
+    assert inputs["compute_time_s"] == pytest.approx(47.578e-3, rel=1e-4)
+    assert inputs["np1_step_time_s"] == pytest.approx(0.04)
+    assert inputs["unexplained_s"] == pytest.approx(7.578e-3, rel=1e-3)
+    comparison = model["comparison"].set_index("np")
+    # predicted S(2) = 2 x compute / (compute + comm) = 2 x 47.578 / 50; measured 1600 / 1000
+    assert comparison.loc[2, "speedup_predicted"] == pytest.approx(2 * 47.578 / 50, rel=1e-4)
+    assert comparison.loc[2, "speedup_measured"] == pytest.approx(1.6)
+    assert np.isnan(comparison.loc[4, "speedup_measured"])
+    assert model["measured"]["np"].tolist() == [1, 2]
+    assert model["prediction"]["np"].tolist() == [1, 2, 4]
+
+
+def test_comm_model_pipeline_without_measurement_or_timelines():
+    runs = _model_runs()
+    alone = runs[runs["run"] == "c-np2"]  # no one-worker run: nothing to compare with
+    model = commodel.comm_model_vs_measurement(alone, {"c-np2": _model_spans()})
+    assert model["measured"] is None and model["comparison"] is None
+    assert "np1_step_time_s" not in model["inputs"] and len(model["prediction"]) == 6
+    # timelines of one-worker runs, or of runs not in the table, do not count
+    assert commodel.comm_model_vs_measurement(runs, {"b-np1": _model_spans()}) is None
+    assert commodel.comm_model_vs_measurement(runs, {"zz": _model_spans()}) is None
+    with pytest.raises(ValueError, match=r"no column\(s\) \['steps'\]"):
+        commodel.comm_model_vs_measurement(runs.drop(columns="steps"), {})
+
+
+def test_comm_model_pipeline_reports_or_raises_failures():
+    runs = _model_runs()
+    one_op = _model_spans().iloc[:2]  # a single allreduce: too few points for two unknowns
+    failed = commodel.comm_model_vs_measurement(runs, {"c-np2": one_op})
+    assert "need >= 3 allreduces" in failed["error"] and "fit" not in failed
+    with pytest.raises(ValueError, match="need >= 3 allreduces"):
+        commodel.comm_model_vs_measurement(runs, {"c-np2": one_op}, strict=True)
+    # a measured step (1 ms / 2 steps) shorter than the modelled transfers: no prediction
+    fast = runs.assign(steady_epoch_time_s=0.001)
+    model = commodel.comm_model_vs_measurement(fast, {"c-np2": _model_spans()})
+    assert "exceeds the measured step time" in model["prediction_error"]
+    assert "fit" in model and "run" not in model
+    with pytest.raises(ValueError, match="exceeds the measured step time"):
+        commodel.comm_model_vs_measurement(fast, {"c-np2": _model_spans()}, strict=True)

@@ -45,10 +45,47 @@ def test_speedup_efficiency_and_epoch_plots():
     assert ax.get_lines()[1].get_ydata()[0] == pytest.approx(23.069223165512085)
 
 
-def test_batch_sync_comm_tuning_plots():
+def _legend_right_of_axes(ax) -> bool:
+    """True when the legend is drawn entirely to the right of the plotting area."""
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    return legend.x0 >= ax.get_window_extent().x1
+
+
+def test_legends_never_cover_curves():
+    table = pd.DataFrame({"np": [1, 2, 4, 8], "total_time_s": [10, 6, 4, 3],
+                          "train_time_s": [8, 4.4, 2.5, 1.6]})  # fmt: skip
+    table = scaling.speedup_table(table)
+    assert _legend_right_of_axes(plot_scaling.plot_speedup(table))
+    assert _legend_right_of_axes(plot_scaling.plot_efficiency(table))
+    epochs = pd.DataFrame({
+        "run": ["a"] * 2 + ["b"] * 2, "epoch": [1, 2] * 2, "elapsed_s": [1, 2, 0.5, 1],
+        "test_accuracy": [0.5, 0.8, 0.3, 0.4], "train_accuracy": [0.6, 0.9, 0.3, 0.5],
+        "global_batch_size": [32, 32, 512, 512], "lr_scaling": ["none"] * 2 + ["linear"] * 2,
+        "warmup_epochs": [0, 0, 1, 1],
+    })  # fmt: skip
+    assert _legend_right_of_axes(plot_lr.plot_accuracy_curves(epochs))
+    assert plot_lr.plot_accuracy_curves(epochs, legend=False).get_legend() is None
+    gap = plot_lr.plot_train_test_gap(lr.train_test_gap(epochs))
+    assert _legend_right_of_axes(gap)
+    # runs are labelled by batch and LR rule, not by folder name
+    assert gap.get_legend().get_texts()[1].get_text() == "batch 512, lr linear + 1 ep warmup"
+
+
+def test_batch_size_plot_says_what_the_data_shows():
     df = pd.DataFrame({"batch_size": [16, 32, 64, 128], "steady_epoch_time_s": [4, 2, 1.1, 1]})
     ax = plot_scaling.plot_batch_size(scaling.batch_size_plateau(df))
     assert ax.get_lines()[0].get_xdata().tolist() == [16, 32, 64, 128]
+    # 1.1 s at 64 is within 10% of 1 s and 128 was measured too: levels off, marked at 64
+    assert ax.get_title() == "levels off from batch 64 (within 10% of the fastest)"
+    assert ax.get_lines()[1].get_xdata()[0] == 64
+    # still falling at the largest batch: no plateau claimed, nothing marked
+    ax = plot_scaling.plot_batch_size(scaling.batch_size_plateau(df.iloc[:3]))
+    assert ax.get_title() == "still falling at batch 64: no plateau measured"
+    assert len(ax.get_lines()) == 1
+
+
+def test_batch_sync_comm_tuning_plots():
     sync = scaling.sync_overhead(pd.DataFrame({"np": [1, 2], "steps": [10, 5],
                                                "steady_epoch_time_s": [1.0, 0.6]}))  # fmt: skip
     plot_scaling.plot_sync(sync)

@@ -6,6 +6,7 @@ Every name is also reachable through its module, e.g. ``analysis.timeline``.
 from workshop.analysis import commodel, lr, mpi, parallelism, scaling, timeline  # noqa: F401
 from workshop.analysis.commodel import (  # noqa: F401
     allreduce_ops,
+    comm_model_vs_measurement,
     compare_prediction,
     fit_alpha_beta,
     predict_from_run,
@@ -58,6 +59,7 @@ from workshop.analysis.scaling import (  # noqa: F401
     infer_throughput_per_worker,
     karp_flatt,
     linear_fit,
+    plateau_finding,
     runs_from_epochs,
     scaling_findings,
     scaling_groups,

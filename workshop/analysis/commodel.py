@@ -26,6 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from workshop.analysis.scaling import scaling_groups, speedup_table
 from workshop.rules import ring_allreduce_time_s
 
 COLLECTIVES = ("GLOO_ALLREDUCE", "MPI_ALLREDUCE", "NCCL_ALLREDUCE", "CCL_ALLREDUCE")
@@ -318,3 +319,132 @@ def predict_from_run(
         nps=nps,
     )
     return prediction, inputs
+
+
+# Configuration columns that must match between the run the model starts from and the runs
+# whose measured speedup it is compared with (the scaling group of that run).
+_SAME_WORK = ("batch_size", "dataset", "fusion_threshold_mb", "cycle_time_ms")
+
+
+def _default_knobs(runs: pd.DataFrame) -> pd.Series:
+    """True for runs with Horovod's default fusion threshold and cycle time."""
+    return runs["fusion_threshold_mb"].isna() & runs["cycle_time_ms"].isna()
+
+
+def comm_model_vs_measurement(
+    runs: pd.DataFrame,
+    spans_by_run: dict[str, pd.DataFrame],
+    *,
+    quantile: float = 0.1,
+    nps: list[int] | np.ndarray = (1, 2, 4, 8, 16, 32),
+    strict: bool = False,
+) -> dict | None:
+    """The whole ring-allreduce model pipeline: allreduces -> fit -> prediction -> comparison.
+
+    1. :func:`allreduce_ops` turns the timeline of every run with np >= 2 into allreduce
+       operations (message size, duration);
+    2. :func:`fit_alpha_beta` fits alpha and B to all of them (``quantile`` per size);
+    3. :func:`predict_from_run` predicts scaling from one reference run: the first run with a
+       timeline and Horovod's default fusion threshold and cycle time (else the first run with
+       a timeline);
+    4. :func:`compare_prediction` sets the prediction beside the measured throughput speedups
+       of the runs that do the same work per worker as the reference (its group in
+       :func:`workshop.analysis.scaling.scaling_groups`, matched on batch size, dataset,
+       fusion threshold and cycle time), and a one-worker run of that work says how much of
+       the reference's step time the model does not explain.
+
+    ``workshop scaling report`` and notebook 06 both call this function.
+
+    Args:
+        runs: the runs table of :func:`workshop.io.sweep.read_sweep` (``run``, ``np``,
+            ``steps``, ``epochs_done``, ``steady_epoch_time_s``, ``batch_size``, ``dataset``,
+            ``fusion_threshold_mb``, ``cycle_time_ms`` and the other configuration columns).
+        spans_by_run: run name -> ``Timeline.spans`` of that run's ``timeline.json`` (read
+            with :func:`workshop.io.timeline.read_timeline`); runs with np < 2 are ignored.
+        quantile: passed to :func:`fit_alpha_beta`.
+        nps: worker counts to predict.
+        strict: raise ``ValueError`` when the fit or the prediction fails, instead of
+            reporting the failure under ``error`` / ``prediction_error``.
+
+    Returns:
+        None when no timeline holds an allreduce of a run with np >= 2. Otherwise a dict:
+
+        - ``ops``: DataFrame, every allreduce operation (:func:`allreduce_ops` columns plus
+          ``run``), the points of the fit;
+        - ``timelines``: number of timelines that contributed operations;
+        - ``fit``: the :func:`fit_alpha_beta` result (``alpha_us``,
+          ``bandwidth_bytes_per_s``, ``r2``, ...), or ``error`` (str) when it failed;
+        - ``run``: the reference run's name;
+        - ``inputs``: what :func:`predict_from_run` derived from the reference run
+          (``np_run``, ``bytes_per_step``, ``allreduces_per_step``, ``comm_time_s``,
+          ``compute_time_s``), plus ``np1_step_time_s`` (median steady step time of the
+          matching one-worker runs) and ``unexplained_s`` (``compute_time_s`` minus it: time
+          per step that is neither compute nor modelled transfer) when such runs exist;
+        - ``prediction``: DataFrame from :func:`predict_scaling` (``np``, ``comm_time_s``,
+          ``step_time_s``, ``samples_per_s``, ``speedup``, ``efficiency``, ``comm_share``);
+        - ``measured``: the reference group's :func:`~workshop.analysis.scaling.speedup_table`,
+          or None when no run group matches;
+        - ``comparison``: DataFrame from :func:`compare_prediction` (``np``,
+          ``speedup_predicted``, ``speedup_measured``, ``error``), or None without
+          ``measured``;
+        - ``prediction_error`` (str) instead of ``run`` ... ``comparison`` when the
+          prediction failed.
+
+    Raises:
+        ValueError: with ``strict``, when the fit or the prediction fails (the message says
+            why); always, when ``runs`` lacks a column this pipeline reads.
+    """
+    needed = ["run", "np", "steps", "epochs_done", "steady_epoch_time_s", "batch_size",
+              "dataset", "fusion_threshold_mb", "cycle_time_ms"]  # fmt: skip
+    missing = [c for c in needed if c not in runs.columns]
+    if missing:
+        raise ValueError(
+            f"comm_model_vs_measurement: the runs DataFrame has no column(s) {missing}"
+        )
+    ops_by_run = {}
+    for row in runs.itertuples():
+        if row.np >= 2 and row.run in spans_by_run:
+            ops = allreduce_ops(spans_by_run[row.run], int(row.np))
+            if len(ops):
+                ops_by_run[row.run] = ops
+    if not ops_by_run:
+        return None
+    ops = pd.concat([o.assign(run=name) for name, o in ops_by_run.items()], ignore_index=True)
+    try:
+        fit = fit_alpha_beta(ops, quantile=quantile)
+    except ValueError as exc:
+        if strict:
+            raise
+        return {"ops": ops, "error": str(exc)}
+    out: dict = {"ops": ops, "fit": fit, "timelines": len(ops_by_run)}
+    candidates = runs[runs["run"].isin(ops_by_run)]
+    default = candidates[_default_knobs(candidates)]
+    ref = (default if len(default) else candidates).iloc[0]
+    try:
+        prediction, inputs = predict_from_run(
+            fit, ops_by_run[ref["run"]], steps=int(ref["steps"] * ref["epochs_done"]),
+            step_time_s=ref["steady_epoch_time_s"] / ref["steps"],
+            batch_size=int(ref["batch_size"]), nps=nps,
+        )  # fmt: skip
+    except ValueError as exc:
+        if strict:
+            raise
+        return out | {"prediction_error": str(exc)}
+    measured = None
+    for key, group in scaling_groups(runs):
+        if all(key[k] == (None if pd.isna(ref[k]) else ref[k]) for k in _SAME_WORK if k in key):
+            measured = speedup_table(group)
+            break
+    out |= {"run": ref["run"], "inputs": inputs, "prediction": prediction,
+            "measured": measured, "comparison": None}  # fmt: skip
+    if measured is None:
+        return out
+    out["comparison"] = compare_prediction(prediction, measured)
+    alone = runs[(runs["np"] == 1) & _default_knobs(runs)
+                 & (runs["batch_size"] == ref["batch_size"])
+                 & (runs["dataset"] == ref["dataset"])]  # fmt: skip
+    if len(alone):
+        step_1 = float((alone["steady_epoch_time_s"] / alone["steps"]).median())
+        inputs["np1_step_time_s"] = step_1
+        inputs["unexplained_s"] = inputs["compute_time_s"] - step_1
+    return out

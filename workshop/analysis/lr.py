@@ -190,13 +190,15 @@ def train_test_gap(epochs: pd.DataFrame) -> pd.DataFrame:
         ``run``, ``epoch``, ``train_accuracy``, ``test_accuracy``, ``accuracy_gap`` and, with
         losses, ``loss_gap`` (test_loss - train_loss). A positive, growing gap means the model
         fits the training set better than it generalises (seed 003's warning for very large
-        batches).
+        batches). The run's ``global_batch_size``, ``lr_scaling`` and ``warmup_epochs`` come
+        along when ``epochs`` has them (for labels).
 
     Raises:
         ValueError: if a column is missing.
     """
     _require(epochs, ["run", "epoch", "train_accuracy", "test_accuracy"], "train_test_gap")
-    out = epochs[["run", "epoch", "train_accuracy", "test_accuracy"]].copy()
+    labels = [c for c in ("global_batch_size", "lr_scaling", "warmup_epochs") if c in epochs]
+    out = epochs[["run", "epoch", "train_accuracy", "test_accuracy", *labels]].copy()
     out["accuracy_gap"] = out["train_accuracy"] - out["test_accuracy"]
     if {"train_loss", "test_loss"} <= set(epochs):
         out["loss_gap"] = epochs["test_loss"] - epochs["train_loss"]

@@ -358,7 +358,10 @@ def batch_size_plateau(
     """Find where time per epoch stops falling as the batch size grows (one worker).
 
     Seed 003: time per epoch falls sharply up to batch 700, then levels off. The plateau point
-    is the smallest batch size whose epoch time is within ``tolerance`` of the fastest one.
+    is the smallest batch size whose epoch time is within ``tolerance`` of the fastest one. The
+    data shows a plateau only when a larger batch size was measured too and stayed within
+    ``tolerance`` of the fastest (``levels_off``); when the plateau point is the largest batch
+    measured, the time was still falling there and the plateau, if any, lies beyond the range.
 
     Args:
         df: one row per run with ``batch_size`` and ``time_column`` (several runs per batch
@@ -368,8 +371,10 @@ def batch_size_plateau(
 
     Returns:
         ``plateau_batch_size``, ``plateau_time_s``, ``min_time_s``, ``smallest_batch_size``,
-        ``speedup_at_plateau`` (time at the smallest batch / plateau time), ``tolerance``,
-        ``table`` (DataFrame ``batch_size``, ``time_s``, ``speedup`` vs the smallest batch).
+        ``largest_batch_size``, ``levels_off`` (True when a batch size larger than the plateau
+        point was measured: the data shows the time levelling off), ``speedup_at_plateau``
+        (time at the smallest batch / plateau time), ``tolerance``, ``table`` (DataFrame
+        ``batch_size``, ``time_s``, ``speedup`` vs the smallest batch).
 
     Raises:
         ValueError: if a column is missing or fewer than two batch sizes are present.
@@ -377,7 +382,11 @@ def batch_size_plateau(
     _require(df, ["batch_size", time_column], "batch_size_plateau")
     t = df.groupby("batch_size")[time_column].median().reset_index().sort_values("batch_size")
     if len(t) < 2:
-        raise ValueError("batch_size_plateau: need runs at two or more batch sizes")
+        raise ValueError(
+            f"batch_size_plateau: need runs at two or more batch sizes, got "
+            f"{t['batch_size'].tolist()} (e.g. `workshop sweep --np 1 --batch-size 32 256 "
+            "--lr-scaling none`)"
+        )
     t = t.rename(columns={time_column: "time_s"}).reset_index(drop=True)
     t["speedup"] = t["time_s"].iloc[0] / t["time_s"]
     best = float(t["time_s"].min())
@@ -387,10 +396,39 @@ def batch_size_plateau(
         "plateau_time_s": float(plateau["time_s"]),
         "min_time_s": best,
         "smallest_batch_size": int(t["batch_size"].iloc[0]),
+        "largest_batch_size": int(t["batch_size"].iloc[-1]),
+        "levels_off": bool(plateau["batch_size"] < t["batch_size"].iloc[-1]),
         "speedup_at_plateau": float(plateau["speedup"]),
         "tolerance": tolerance,
         "table": t,
     }
+
+
+def plateau_finding(plateau: dict) -> str:
+    """Say in one sentence what the batch-size series shows: a plateau, or none in range.
+
+    Args:
+        plateau: from :func:`batch_size_plateau`.
+
+    >>> table = pd.DataFrame({"batch_size": [16, 32, 64], "steady_epoch_time_s": [4, 2, 1]})
+    >>> plateau_finding(batch_size_plateau(table))
+    'Time per epoch is still falling at the largest batch measured (64: 1.000 s, 4.00x faster \
+than batch 16): no plateau within batch 16-64.'
+    """
+    p = plateau
+    if p["levels_off"]:
+        return (
+            f"Epoch time levels off from batch {p['plateau_batch_size']} (within "
+            f"{100 * p['tolerance']:.0f}% of the fastest, {p['min_time_s']:.3f} s, up to batch "
+            f"{p['largest_batch_size']}): {p['speedup_at_plateau']:.2f}x faster than batch "
+            f"{p['smallest_batch_size']}."
+        )
+    return (
+        f"Time per epoch is still falling at the largest batch measured "
+        f"({p['largest_batch_size']}: {p['min_time_s']:.3f} s, {p['speedup_at_plateau']:.2f}x "
+        f"faster than batch {p['smallest_batch_size']}): no plateau within batch "
+        f"{p['smallest_batch_size']}-{p['largest_batch_size']}."
+    )
 
 
 def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:

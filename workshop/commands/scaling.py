@@ -158,85 +158,39 @@ def build_report(paths: list[Path]) -> dict:
         if len(tuned[["fusion_threshold_mb", "cycle_time_ms"]].drop_duplicates()) > 1:
             report["tuning"] = scaling.tuning_table(tuned)
     report["lr"] = lr_analysis.lr_findings(runs)
-    comm = _comm_model(runs, report)
+    comm = _comm_model(runs)
     if comm:
         report["comm"] = comm
     return report
 
 
-def _comm_model(runs: pd.DataFrame, report: dict) -> dict | None:
-    """Fit the ring-allreduce model to the timelines of multi-worker runs, predict scaling."""
+def _comm_model(runs: pd.DataFrame) -> dict | None:
+    """The ring-allreduce model of the runs' timelines (analysis.commodel does the work)."""
     import warnings
 
     from workshop.analysis import commodel
     from workshop.io.timeline import read_timeline
 
-    frames, per_run = [], {}
+    spans = {}
     for row in runs.itertuples():
         path = Path(row.path) / "timeline.json"
-        if row.np < 2 or not path.exists():
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # unclosed spans at the end are expected
-            spans = read_timeline(path).spans
-        ops = commodel.allreduce_ops(spans, int(row.np))
-        if len(ops):
-            frames.append(ops)
-            per_run[row.run] = ops
-    if not frames:
+        if row.np >= 2 and path.exists():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # unclosed spans at the end are expected
+                spans[row.run] = read_timeline(path).spans
+    model = commodel.comm_model_vs_measurement(runs, spans)
+    if model is None:
         return None
-    ops = pd.concat(frames, ignore_index=True)
-    try:
-        fit = commodel.fit_alpha_beta(ops, quantile=0.1)
-    except ValueError as exc:
-        return {"error": str(exc)}
-    out: dict = {"fit": fit, "timelines": len(per_run)}
-    # predict from a run with Horovod's default knobs when there is one
-    candidates = runs[runs["run"].isin(per_run)]
-    default = candidates[
-        candidates["fusion_threshold_mb"].isna() & candidates["cycle_time_ms"].isna()
-    ]
-    row = (default if len(default) else candidates).iloc[0]
-    steps = int(row["steps"] * row["epochs_done"])
-    try:
-        prediction, inputs = commodel.predict_from_run(
-            fit,
-            per_run[row["run"]],
-            steps=steps,
-            step_time_s=row["steady_epoch_time_s"] / row["steps"],
-            batch_size=int(row["batch_size"]),
-        )
-    except ValueError as exc:
-        out["prediction_error"] = str(exc)
-        return out
-    out |= {"run": row["run"], "inputs": inputs}
-    measured = None
-    for block in report["groups"]:
-        key = block["key"]
-        same = ("batch_size", "dataset", "fusion_threshold_mb", "cycle_time_ms")
-        if all(key.get(k) == _none(row[k]) for k in same if k in key):
-            measured = block["table"]
-            break
-    if measured is not None:
-        out["comparison"] = commodel.compare_prediction(prediction, measured)
-        one = runs[
-            (runs["np"] == 1)
-            & (runs["batch_size"] == row["batch_size"])
-            & (runs["dataset"] == row["dataset"])
-            & runs["fusion_threshold_mb"].isna()
-            & runs["cycle_time_ms"].isna()
-        ]
-        if len(one):
-            step_1 = float((one["steady_epoch_time_s"] / one["steps"]).median())
-            out["inputs"]["np1_step_time_s"] = step_1
-            out["inputs"]["unexplained_s"] = inputs["compute_time_s"] - step_1
-    else:
-        out["prediction"] = prediction
+    if "error" in model:
+        return {"error": model["error"]}
+    out = {key: model[key] for key in ("fit", "timelines", "prediction_error") if key in model}
+    if "prediction_error" not in model:
+        out |= {"run": model["run"], "inputs": model["inputs"]}
+        if model["comparison"] is not None:
+            out["comparison"] = model["comparison"]
+        else:
+            out["prediction"] = model["prediction"]
     return out
-
-
-def _none(value):
-    return None if pd.isna(value) else value
 
 
 def _describe_key(key: dict) -> str:
@@ -280,11 +234,7 @@ def print_text(report: dict) -> None:
         p = report["plateau"]
         print("\n== time per epoch vs batch size (one worker, fixed LR)")
         print(p["table"].to_string(**fmt))
-        print(
-            f"- Epoch time levels off at batch {p['plateau_batch_size']} (within "
-            f"{100 * p['tolerance']:.0f}% of the fastest, {p['min_time_s']:.3f} s): "
-            f"{p['speedup_at_plateau']:.2f}x faster than batch {p['smallest_batch_size']}."
-        )
+        print(f"- {scaling.plateau_finding(p)}")
     if "tuning" in report:
         print("\n== Horovod tuning knobs (np > 1)")
         print(report["tuning"].to_string(**fmt))

@@ -10,9 +10,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
+from workshop.plot.scaling import legend_outside
+
 
 def _ax(ax: Axes | None) -> Axes:
-    return ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+    # constrained layout makes room for the legend outside the axes
+    return ax if ax is not None else plt.subplots(figsize=(7.5, 4), layout="constrained")[1]
 
 
 def run_label(row: pd.Series) -> str:
@@ -28,6 +31,7 @@ def plot_accuracy_curves(
     x: str = "epoch",
     y: str = "test_accuracy",
     runs: list[str] | None = None,
+    legend: bool = True,
     ax: Axes | None = None,
 ) -> Axes:
     """Test accuracy of each run vs epoch or vs training time.
@@ -38,6 +42,8 @@ def plot_accuracy_curves(
         x: ``epoch`` or ``elapsed_s`` (seed 003: the curves look alike against time).
         y: the metric column to draw.
         runs: the runs to draw (default all).
+        legend: draw the legend (outside the axes, right); False for the left one of two
+            panels showing the same runs.
     """
     ax = _ax(ax)
     data = epochs if runs is None else epochs[epochs["run"].isin(runs)]
@@ -46,7 +52,8 @@ def plot_accuracy_curves(
         ax.plot(group[x], group[y], "o-", ms=3, label=run_label(group.iloc[0]))
     ax.set_xlabel({"epoch": "epoch", "elapsed_s": "training time (s)"}.get(x, x))
     ax.set_ylabel(y.replace("_", " "))
-    ax.legend(fontsize="x-small")
+    if legend:
+        legend_outside(ax)
     return ax
 
 
@@ -61,9 +68,11 @@ def plot_accuracy_vs_batch(accuracy: pd.DataFrame, *, ax: Axes | None = None) ->
     if "best_test_accuracy" in accuracy:
         ax.plot(accuracy["global_batch_size"], accuracy["best_test_accuracy"], "s--", label="best")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(accuracy["global_batch_size"], [str(b) for b in accuracy["global_batch_size"]])
+    ax.minorticks_off()
     ax.set_xlabel("global batch size")
     ax.set_ylabel("test accuracy")
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return ax
 
 
@@ -78,7 +87,7 @@ def plot_lr_schedules(schedules: dict[str, pd.DataFrame], *, ax: Axes | None = N
         ax.plot(schedule["epoch"], schedule["lr"], label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("learning rate")
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return ax
 
 
@@ -86,13 +95,17 @@ def plot_train_test_gap(gap: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     """Training minus test accuracy per epoch, one line per run.
 
     Args:
-        gap: from :func:`workshop.analysis.lr.train_test_gap`.
+        gap: from :func:`workshop.analysis.lr.train_test_gap`; runs are labelled with
+            :func:`run_label` when it carries ``global_batch_size`` and ``lr_scaling``, else
+            with their name.
     """
     ax = _ax(ax)
     ax.axhline(0, color="0.6", lw=1)
+    labelled = {"global_batch_size", "lr_scaling"} <= set(gap)
     for run, group in gap.groupby("run", sort=False):
-        ax.plot(group["epoch"], group["accuracy_gap"], "o-", ms=3, label=str(run))
+        label = run_label(group.iloc[0]) if labelled else str(run)
+        ax.plot(group["epoch"], group["accuracy_gap"], "o-", ms=3, label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("train - test accuracy")
-    ax.legend(fontsize="x-small")
+    legend_outside(ax)
     return ax

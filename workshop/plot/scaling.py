@@ -23,7 +23,19 @@ METRIC_LABELS = {
 
 
 def _ax(ax: Axes | None) -> Axes:
-    return ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+    # constrained layout makes room for a legend outside the axes (legend_outside)
+    return ax if ax is not None else plt.subplots(figsize=(7.5, 4), layout="constrained")[1]
+
+
+def legend_outside(ax: Axes, **kwargs) -> None:
+    """Put the legend to the right of the axes, where it cannot cover a curve.
+
+    Figures made with ``layout="constrained"`` (as the plot functions make them) keep room for
+    it; pass the same to ``plt.subplots`` when drawing on your own axes.
+    """
+    options = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0,
+               "fontsize": "small"}  # fmt: skip
+    ax.legend(**(options | kwargs))
 
 
 def plot_speedup(
@@ -65,7 +77,7 @@ def plot_speedup(
         )
     ax.set_xlabel("workers (np)")
     ax.set_ylabel("speedup")
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return ax
 
 
@@ -82,7 +94,7 @@ def plot_efficiency(
     ax.set_xlabel("workers (np)")
     ax.set_ylabel("efficiency")
     ax.set_ylim(0, max(1.1, float(np.nanmax(table.filter(like="efficiency_").to_numpy())) + 0.05))
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return ax
 
 
@@ -101,12 +113,16 @@ def plot_epoch_times(epochs: pd.DataFrame, *, log: bool = True, ax: Axes | None 
         ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training time per epoch (s)")
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return ax
 
 
 def plot_batch_size(plateau: dict, *, ax: Axes | None = None) -> Axes:
-    """Time per epoch vs batch size (one worker), the plateau point marked.
+    """Time per epoch vs batch size (one worker), with what the data shows in the title.
+
+    When the time levels off (``plateau["levels_off"]``) the plateau point is marked and the
+    title says from which batch; otherwise the title says that the time was still falling at
+    the largest batch measured.
 
     Args:
         plateau: from :func:`workshop.analysis.scaling.batch_size_plateau`.
@@ -114,15 +130,18 @@ def plot_batch_size(plateau: dict, *, ax: Axes | None = None) -> Axes:
     ax = _ax(ax)
     table = plateau["table"]
     ax.plot(table["batch_size"], table["time_s"], "o-")
-    ax.axvline(plateau["plateau_batch_size"], color="C3", ls="--", lw=1)
-    ax.annotate(
-        f"levels off at {plateau['plateau_batch_size']}",
-        (plateau["plateau_batch_size"], plateau["plateau_time_s"]),
-        textcoords="offset points",
-        xytext=(8, 12),
-        color="C3",
-    )
+    if plateau["levels_off"]:
+        ax.axvline(plateau["plateau_batch_size"], color="C3", ls="--", lw=1)
+        title = (
+            f"levels off from batch {plateau['plateau_batch_size']} (within "
+            f"{plateau['tolerance']:.0%} of the fastest)"
+        )
+    else:
+        title = f"still falling at batch {plateau['largest_batch_size']}: no plateau measured"
+    ax.set_title(title, fontsize="medium")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(table["batch_size"], [str(b) for b in table["batch_size"]])
+    ax.minorticks_off()
     ax.set_xlabel("batch size (one worker)")
     ax.set_ylabel("time per epoch (s)")
     return ax
@@ -162,14 +181,14 @@ def plot_comm_fit(ops: pd.DataFrame, fit: dict, *, ax: Axes | None = None) -> Ax
         model = ring_allreduce_time_s(
             n, sizes, fit["alpha_us"] * 1e-6, fit["bandwidth_bytes_per_s"]
         )
-        ax.plot(sizes, model * 1e6, "k-", lw=1)
+        ax.plot(sizes, model * 1e6, "k-", lw=1, label=f"ring model np={n}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     bandwidth = fit["bandwidth_bytes_per_s"] / 1e6
     ax.set_title(f"alpha = {fit['alpha_us']:.1f} us, B = {bandwidth:.0f} MB/s", fontsize="medium")
     ax.set_xlabel("allreduce message (bytes)")
     ax.set_ylabel("duration (us)")
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return ax
 
 
@@ -184,7 +203,7 @@ def plot_prediction(comparison: pd.DataFrame, *, ax: Axes | None = None) -> Axes
     ax.plot(measured["np"], measured["speedup_measured"], "o", ms=8, label="measured")
     ax.set_xlabel("workers (np)")
     ax.set_ylabel("speedup")
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return ax
 
 

@@ -96,11 +96,11 @@ def scaling_explorer(epochs: pd.DataFrame, *, prediction: pd.DataFrame | None = 
     def draw(metric, skip_first, show_model):
         chosen = epochs[epochs["epoch"] > 1] if skip_first else epochs
         table = analysis.speedup_table(analysis.runs_from_epochs(chosen))
-        _, ax = plt.subplots(figsize=(7, 4.5))
+        _, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
         plot.plot_speedup(table, metrics=(SPEEDUP_METRICS[metric],), ax=ax)
         if show_model and prediction is not None:
             ax.plot(prediction["np"], prediction["speedup"], "k--", label="model")
-            ax.legend(fontsize="small")
+            plot.scaling.legend_outside(ax)
         plt.show()
 
     return _show(draw, {"metric": metric, "skip_first": skip_first, "show_model": show_model},
@@ -125,11 +125,11 @@ def lr_explorer(epochs: pd.DataFrame, *, static: bool | None = None):
                               ("warmup_epochs", warmup)):
             if value != "all":
                 chosen = chosen[chosen[column] == value]
-        _, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+        _, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
         if chosen.empty:
             left.set_title("no recorded run with these settings")
         else:
-            plot.plot_accuracy_curves(chosen, x="epoch", ax=left)
+            plot.plot_accuracy_curves(chosen, x="epoch", legend=False, ax=left)
             plot.plot_accuracy_curves(chosen, x="elapsed_s", ax=right)
         plt.show()
 
