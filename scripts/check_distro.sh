@@ -50,7 +50,7 @@ cleanup() {
     if [[ $KEEP == 0 && -d "$ROOT" ]]; then rm -rf --one-file-system "$ROOT"; fi
 }
 mount_in() {  # mount_in TARGET mount-args...
-    mkdir -p "$1"
+    [[ -e "$1" ]] || mkdir -p "$1"
     mount "${@:2}" "$1"
     mounted+=("$1")
 }
