@@ -122,7 +122,7 @@ EOF
         CXX="$build_dir/cxx17" \
         HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
         HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 \
-        MAKEFLAGS="-j$(nproc)" \
+        MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" \
         "$PY" -m pip wheel --no-build-isolation --no-deps -v -w "$build_dir/dist" . >"$log" 2>&1
     ) &
     build_pid=$!

@@ -78,6 +78,14 @@ mount_in "$ROOT/dev/pts" --bind /dev/pts
 mount_in "$ROOT/dev/shm" -t tmpfs -o size=4g tmpfs
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 cp /etc/hosts "$ROOT/etc/hosts"
+# Where HTTPS goes through a proxy with its own CA (this workplace does), the root needs the host's
+# CA bundle: pip and Python are pointed at a copy of it. Not a change to what setup.sh does.
+certs=()
+if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/host-ca-certificates.crt"
+    certs=(PIP_CERT=/etc/ssl/host-ca-certificates.crt SSL_CERT_FILE=/etc/ssl/host-ca-certificates.crt
+        REQUESTS_CA_BUNDLE=/etc/ssl/host-ca-certificates.crt)
+fi
 if [[ -n "$CPU_LOCK" ]]; then
     touch "$CPU_LOCK" "$ROOT/tmp/workshop-cpu.lock"
     mount_in "$ROOT/tmp/workshop-cpu.lock" --bind "$CPU_LOCK"
@@ -94,7 +102,7 @@ in_root() {  # in_root [--lock] COMMAND: a bash command line in the root, clean 
     fi
     "${prefix[@]}" chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        ${GCC:+CC=gcc-$GCC CXX=g++-$GCC} \
+        ${GCC:+CC=gcc-$GCC CXX=g++-$GCC} "${certs[@]}" \
         bash -c "cd /root/workshop && $1"
 }
 
@@ -128,7 +136,8 @@ versions=$(in_root 'echo "Debian $(cat /etc/debian_version)";
     .venv/bin/workshop doctor 2>/dev/null | grep -A1 "^torch" | tr -s " " | paste -sd " "' \
     2>&1 || true)
 {
-    echo "suite: $SUITE ($MIRROR)${GCC:+, CC=gcc-$GCC CXX=g++-$GCC}; commit: $commit"
+    echo "suite: $SUITE ($MIRROR)${GCC:+, CC=gcc-$GCC CXX=g++-$GCC}; commit: $commit;" \
+        "host CA bundle for HTTPS: ${certs:+yes}${certs:-no}"
     echo "$versions"
     echo "horovod build: $(grep -E '^\[horovod\] (cmake|built in|installed|using cached)' \
         "$DIR/setup.log" | paste -sd ' ' || true)"

@@ -116,11 +116,12 @@ def _sandbox(tmp_path: Path, setup_body: str) -> Path:
     return tmp_path
 
 
-def _run_post_build(repo: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def _run_post_build(repo: Path, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess:
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path / "home"),
         "NB_PYTHON_PREFIX": "/srv/conda/envs/notebook",
+        **extra,
     }
     return subprocess.run(
         [str(repo / "binder" / "postBuild")],
@@ -145,6 +146,15 @@ def test_post_build_calls_setup_with_binder_environment(tmp_path: Path) -> None:
         "venv=/srv/conda/envs/notebook",
         "index=https://download.pytorch.org/whl/cpu",
     ]
+
+
+def test_post_build_keeps_a_torch_index_already_set(tmp_path: Path) -> None:
+    # scripts/binder_conditions.sh sets "none" where PyTorch's index cannot be reached.
+    record = tmp_path / "setup-called"
+    repo = _sandbox(tmp_path, f'echo "index=$WORKSHOP_TORCH_INDEX" > {record}\n')
+    result = _run_post_build(repo, tmp_path, WORKSHOP_TORCH_INDEX="none")
+    assert result.returncode == 0, result.stderr
+    assert record.read_text().split() == ["index=none"]
 
 
 def test_post_build_stops_when_setup_fails(tmp_path: Path) -> None:

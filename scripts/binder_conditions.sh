@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Reproduce mybinder.org's build and run conditions outside Docker, as closely as this machine
+# allows, and measure them: the notebook user (not root), a conda-like Python environment that is
+# not a venv (a relocated copy of a CPython installation, no pyvenv.cfg) as $NB_PYTHON_PREFIX,
+# the repository as that user's home (REPO_DIR=$HOME, as repo2docker does), 1 CPU
+# (`taskset -c 0`) and Binder's 2 GiB memory limit (a memory cgroup, where the kernel lets us
+# make one). Then:
+#   1. binder/postBuild (it runs scripts/setup.sh --no-run into $NB_PYTHON_PREFIX);
+#   2. every notebook replayed with papermill (benchmarks/notebooks_replay.py), via binder/start;
+#   3. one live 2-rank run (`workshop run`: PyTorch, MNIST, Gloo, timeline), via binder/start.
+# Prints time and peak memory of each step (and writes DIR/summary.txt). Needs root (useradd,
+# cgroups) and patchelf (installed when missing). Not part of the test command.
+#
+#   sudo bash scripts/binder_conditions.sh [--dir DIR] [--python PREFIX] [--build-horovod]
+#        [--cpu-lock FILE]
+#
+# --python PREFIX: the CPython installation to relocate (default: the prefix of python3.11;
+#   Binder's runtime.txt asks for 3.11). Unless --build-horovod is given, the Horovod wheel that
+#   this machine's setup already compiled for that Python is copied into the user's cache, so
+#   postBuild installs it instead of compiling it again on one CPU (say so when you quote times).
+# --cpu-lock FILE: hold this lock during the timed notebook replay and live run.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR=/var/tmp/workshop-binder PY_PREFIX="" BUILD=0 CPU_LOCK="" USER_NAME=jovyan
+# Binder takes torch from PyTorch's CPU index; where it cannot be reached (this workplace), PyPI
+# and pip's own configuration (a local CPU wheel here) instead.
+TORCH_INDEX=https://download.pytorch.org/whl/cpu
+while (($#)); do
+    case "$1" in
+        --dir) DIR=$2; shift ;;
+        --python) PY_PREFIX=$2; shift ;;
+        --build-horovod) BUILD=1 ;;
+        --cpu-lock) CPU_LOCK=$2; shift ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        *) echo "binder_conditions.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+python3 -m pip --isolated index versions torch --index-url "$TORCH_INDEX" --retries 0 \
+    --timeout 10 >/dev/null 2>&1 || TORCH_INDEX=none
+[[ $(id -u) == 0 ]] || { echo "binder_conditions.sh needs root (useradd, cgroups)" >&2; exit 1; }
+say() { echo "[binder] $*"; }
+command -v patchelf >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf
+PY_PREFIX="${PY_PREFIX:-$(python3.11 -c 'import sys; print(sys.base_prefix)')}"
+PREFIX="$DIR/conda/envs/notebook"   # Binder: /srv/conda/envs/notebook
+HOME_DIR="$DIR/home"                # Binder: /home/jovyan, which is also REPO_DIR
+SUMMARY="$DIR/summary.txt"
+
+id "$USER_NAME" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/bash "$USER_NAME"
+rm -rf --one-file-system "$DIR"
+mkdir -p "$DIR"
+chmod 755 "$DIR"
+
+# A conda-like environment: a whole CPython installation at a new prefix (not a venv), with its
+# own pip, owned by the notebook user, its libpython found relative to the interpreter.
+say "relocating $PY_PREFIX to $PREFIX (without its site-packages)"
+mkdir -p "$PREFIX"
+cp -a "$PY_PREFIX"/. "$PREFIX"/
+pyver=$("$PREFIX/bin/python3" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null \
+    || ls "$PREFIX/lib" | sed -n 's/^python\(3\.[0-9]*\)$/\1/p' | head -n 1)
+rm -rf "$PREFIX/lib/python$pyver/site-packages"/* "$PREFIX/bin"/{pip,pip3,pip$pyver}
+for exe in "$PREFIX/bin/python$pyver"; do
+    patchelf --set-rpath '$ORIGIN/../lib' "$exe"
+done
+ln -sf "python$pyver" "$PREFIX/bin/python"
+"$PREFIX/bin/python" -m ensurepip --default-pip >/dev/null
+"$PREFIX/bin/python" - "$PREFIX" <<'PY'
+import os, sys
+prefix = os.path.realpath(sys.argv[1])
+assert os.path.realpath(sys.prefix) == prefix, (sys.prefix, prefix)
+assert sys.prefix == sys.base_prefix, "this is a venv, not a conda-like environment"
+assert not os.path.exists(os.path.join(prefix, "pyvenv.cfg"))
+PY
+[[ -e "$PREFIX/pyvenv.cfg" ]] && { echo "unexpected pyvenv.cfg" >&2; exit 1; }
+
+# The repository as the notebook user's home (repo2docker: REPO_DIR=${HOME}, owned by NB_USER).
+git clone --quiet --no-hardlinks "$REPO" "$HOME_DIR"
+commit=$(git -C "$HOME_DIR" log -1 --format=%h)
+seeded="no (compiled in postBuild)"
+if [[ $BUILD == 0 ]]; then
+    for wheel_dir in "${WORKSHOP_CACHE:-$HOME/.cache/horovod-workshop}"/wheels/*-py${pyver/./}; do
+        [[ -d "$wheel_dir" ]] || continue
+        mkdir -p "$HOME_DIR/.cache/horovod-workshop/wheels"
+        cp -a "$wheel_dir" "$HOME_DIR/.cache/horovod-workshop/wheels/"
+        seeded="yes: $(basename "$wheel_dir")"
+    done
+fi
+chown -R "$USER_NAME:" "$DIR"
+
+# Binder's memory limit as a memory cgroup (v1 or v2), when this kernel lets us make one.
+CG=""
+memory_cg=$(awk -F: '$2 == "memory" {print $3}' /proc/self/cgroup)
+if [[ -n "$memory_cg" && -d "/sys/fs/cgroup/memory$memory_cg" ]]; then
+    CG="/sys/fs/cgroup/memory$memory_cg/workshop-binder"
+    mkdir -p "$CG"
+    echo $((2 * 1024 ** 3)) >"$CG/memory.limit_in_bytes"
+fi
+trap '[[ -n "$CG" ]] && rmdir "$CG" 2>/dev/null || true' EXIT
+
+# as_user LABEL COMMAND: run COMMAND as the notebook user in Binder's environment, 1 CPU, in the
+# cgroup; print wall time, the largest process's peak RSS and the cgroup's peak (all processes,
+# page cache included) and whether the cgroup hit its limit.
+as_user() {
+    local label=$1 command=$2 start rc=0 peak="" fail="" lock=()
+    [[ -n "$CG" ]] && { echo 0 >"$CG/memory.max_usage_in_bytes"; echo 0 >"$CG/memory.failcnt"; }
+    [[ -n "$CPU_LOCK" && $label != postBuild ]] && lock=(flock "$CPU_LOCK")
+    start=$(date +%s%N)
+    "${lock[@]}" sh -c '[ -n "$0" ] && echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" \
+        runuser -u "$USER_NAME" -- env -i HOME="$HOME_DIR" USER="$USER_NAME" LANG=C.UTF-8 \
+        NB_USER="$USER_NAME" NB_PYTHON_PREFIX="$PREFIX" CONDA_DIR="$DIR/conda" \
+        WORKSHOP_TORCH_INDEX="$TORCH_INDEX" \
+        PATH="$PREFIX/bin:$HOME_DIR/.local/bin:/usr/local/bin:/usr/bin:/bin" \
+        /usr/bin/time -f "%M" -o "$DIR/$label.maxrss" taskset -c 0 \
+        bash -c "cd '$HOME_DIR' && $command" >"$DIR/$label.log" 2>&1 || rc=$?
+    local seconds=$((($(date +%s%N) - start) / 1000000000))
+    if [[ -n "$CG" ]]; then
+        peak="; cgroup peak $(($(cat "$CG/memory.max_usage_in_bytes") / 2 ** 20)) MiB of 2048"
+        fail=" (limit hit $(cat "$CG/memory.failcnt") times)"
+    fi
+    printf '%-10s exit %s, %s s, largest process %s MiB%s%s\n' "$label" "$rc" "$seconds" \
+        "$(($(tail -n 1 "$DIR/$label.maxrss" 2>/dev/null || echo 0) / 1024))" "$peak" "$fail" \
+        | tee -a "$SUMMARY"
+    return "$rc"
+}
+
+{
+    echo "Binder conditions, commit $commit: user $USER_NAME (uid $(id -u "$USER_NAME")), 1 CPU" \
+        "(taskset -c 0), environment $PREFIX (relocated $PY_PREFIX, Python $pyver, no" \
+        "pyvenv.cfg), memory cgroup ${CG:-unavailable}; Horovod wheel seeded: $seeded;" \
+        "WORKSHOP_TORCH_INDEX=$TORCH_INDEX"
+} | tee "$SUMMARY"
+say "postBuild (log $DIR/postBuild.log)"
+as_user postBuild "./binder/postBuild"
+grep -E "^(Python |torch: |\[horovod\] )" "$DIR/postBuild.log" | tee -a "$SUMMARY"
+say "notebooks in replay (log $DIR/replay.log)"
+as_user replay "binder/start python benchmarks/notebooks_replay.py" || true
+grep -E "^[0-9]{2}-|^total" "$DIR/replay.log" | tee -a "$SUMMARY"
+say "one live 2-rank run (log $DIR/live.log)"
+as_user live "binder/start workshop run" || true
+grep -E "epoch|samples/s|run directory|Run directory" "$DIR/live.log" | head -n 8 \
+    | tee -a "$SUMMARY"
+say "summary: $SUMMARY"
