@@ -3,8 +3,9 @@
 # allows, and measure them: the notebook user (not root), a conda-like Python environment that is
 # not a venv (a relocated copy of a CPython installation, no pyvenv.cfg) as $NB_PYTHON_PREFIX,
 # the repository as that user's home (REPO_DIR=$HOME, as repo2docker does), 1 CPU
-# (`taskset -c 0`) and Binder's 2 GiB memory limit (a memory cgroup, where the kernel lets us
-# make one). Then:
+# (`taskset -c 0`) and, for the notebooks and the live run, Binder's 2 GiB memory limit (a
+# memory cgroup, where the kernel lets us make one; the build runs in it without a limit, to
+# measure its peak: mybinder.org builds images outside the user's pod). Then:
 #   1. binder/postBuild (it runs scripts/setup.sh --no-run into $NB_PYTHON_PREFIX);
 #   2. every notebook replayed with papermill (benchmarks/notebooks_replay.py), via binder/start;
 #   3. one live 2-rank run (`workshop run`: PyTorch, MNIST, Gloo, timeline), via binder/start.
@@ -19,6 +20,8 @@
 #   this machine's setup already compiled for that Python is copied into the user's cache, so
 #   postBuild installs it instead of compiling it again on one CPU (say so when you quote times).
 # --cpu-lock FILE: hold this lock during the timed notebook replay and live run.
+# Where PyTorch's CPU index cannot be reached (this workplace), root's pip configuration (here: a
+# local CPU torch wheel for Python 3.11) is given to the notebook user instead.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -86,15 +89,22 @@ if [[ $BUILD == 0 ]]; then
         seeded="yes: $(basename "$wheel_dir")"
     done
 fi
+if [[ $TORCH_INDEX == none ]]; then
+    for conf in "$HOME/.config/pip/pip.conf" /etc/pip.conf; do
+        if [[ -f "$conf" ]]; then
+            mkdir -p "$HOME_DIR/.config/pip"
+            cat "$conf" >>"$HOME_DIR/.config/pip/pip.conf"
+        fi
+    done
+fi
 chown -R "$USER_NAME:" "$DIR"
 
-# Binder's memory limit as a memory cgroup (v1 or v2), when this kernel lets us make one.
+# A memory cgroup (cgroup v1 memory controller) for the peaks and the limit, where we may make one.
 CG=""
 memory_cg=$(awk -F: '$2 == "memory" {print $3}' /proc/self/cgroup)
 if [[ -n "$memory_cg" && -d "/sys/fs/cgroup/memory$memory_cg" ]]; then
     CG="/sys/fs/cgroup/memory$memory_cg/workshop-binder"
     mkdir -p "$CG"
-    echo $((2 * 1024 ** 3)) >"$CG/memory.limit_in_bytes"
 fi
 trap '[[ -n "$CG" ]] && rmdir "$CG" 2>/dev/null || true' EXIT
 
@@ -102,8 +112,14 @@ trap '[[ -n "$CG" ]] && rmdir "$CG" 2>/dev/null || true' EXIT
 # cgroup; print wall time, the largest process's peak RSS and the cgroup's peak (all processes,
 # page cache included) and whether the cgroup hit its limit.
 as_user() {
-    local label=$1 command=$2 start rc=0 peak="" fail="" lock=()
-    [[ -n "$CG" ]] && { echo 0 >"$CG/memory.max_usage_in_bytes"; echo 0 >"$CG/memory.failcnt"; }
+    local label=$1 command=$2 start rc=0 peak="" fail="" lock=() limit
+    if [[ -n "$CG" ]]; then
+        echo 0 >"$CG/memory.max_usage_in_bytes"
+        echo 0 >"$CG/memory.failcnt"
+        # No limit for the build (see above); Binder's 2 GiB for everything the learner runs.
+        if [[ $label == postBuild ]]; then limit=-1; else limit=$((2 * 1024 ** 3)); fi
+        echo "$limit" >"$CG/memory.limit_in_bytes"
+    fi
     [[ -n "$CPU_LOCK" && $label != postBuild ]] && lock=(flock "$CPU_LOCK")
     start=$(date +%s%N)
     "${lock[@]}" sh -c '[ -n "$0" ] && echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" \
@@ -115,8 +131,9 @@ as_user() {
         bash -c "cd '$HOME_DIR' && $command" >"$DIR/$label.log" 2>&1 || rc=$?
     local seconds=$((($(date +%s%N) - start) / 1000000000))
     if [[ -n "$CG" ]]; then
-        peak="; cgroup peak $(($(cat "$CG/memory.max_usage_in_bytes") / 2 ** 20)) MiB of 2048"
-        fail=" (limit hit $(cat "$CG/memory.failcnt") times)"
+        peak="; all processes (cgroup, page cache included) $(($(cat \
+            "$CG/memory.max_usage_in_bytes") / 2 ** 20)) MiB"
+        [[ $limit == -1 ]] || fail=" of a 2048 MiB limit (reached $(cat "$CG/memory.failcnt") times)"
     fi
     printf '%-10s exit %s, %s s, largest process %s MiB%s%s\n' "$label" "$rc" "$seconds" \
         "$(($(tail -n 1 "$DIR/$label.maxrss" 2>/dev/null || echo 0) / 1024))" "$peak" "$fail" \
