@@ -89,13 +89,9 @@ if [[ $BUILD == 0 ]]; then
         seeded="yes: $(basename "$wheel_dir")"
     done
 fi
-if [[ $TORCH_INDEX == none ]]; then
-    for conf in "$HOME/.config/pip/pip.conf" /etc/pip.conf; do
-        if [[ -f "$conf" ]]; then
-            mkdir -p "$HOME_DIR/.config/pip"
-            cat "$conf" >>"$HOME_DIR/.config/pip/pip.conf"
-        fi
-    done
+if [[ $TORCH_INDEX == none && -f "$HOME/.config/pip/pip.conf" ]]; then
+    mkdir -p "$HOME_DIR/.config/pip"   # (/etc/pip.conf is read by every user anyway)
+    cp "$HOME/.config/pip/pip.conf" "$HOME_DIR/.config/pip/pip.conf"
 fi
 chown -R "$USER_NAME:" "$DIR"
 
