@@ -25,6 +25,7 @@ SAMPLES = [
     "tl-tf-mpi-np2-cycles",
     "tl-torch-gloo-np2-fusion0",
     "tl-torch-gloo-np2-cycle5ms",
+    "tl-torch-gloo-np2-nocache",
 ]
 _cache: dict[str, tuple[Timeline, dict]] = {}
 
@@ -208,6 +209,91 @@ def test_summary_keys_and_values(name: str) -> None:
     assert (s["cycles"] > 0) == bool(run["config"]["mark_cycles"])
 
 
+@pytest.mark.parametrize("name", ["tl-torch-gloo-np2", "tl-torch-gloo-np2-nocache"])
+def test_ticks_only_on_cache_misses_unless_the_cache_is_off(name: str) -> None:
+    """Horovod 0.28.1 writes readiness ticks only on the uncached path (controller.cc:1129)."""
+    tl, run = load(name)
+    cache_off = run["env"].get("HOROVOD_CACHE_CAPACITY") == "0"
+    negotiations = (tl.spans["kind"] == "negotiate").sum()
+    ticked = tl.ticks.groupby(["pid", "negotiation"]).ngroups
+    if cache_off:
+        assert ticked == negotiations  # every negotiation is a cache miss
+    else:
+        assert ticked == tl.spans["tensor"].nunique()  # the first one of each tensor only
+        assert (tl.ticks["negotiation"] == 0).all()
+    # one tick per rank and negotiation: 2 ranks
+    assert len(tl.ticks) == 2 * ticked
+
+
+@pytest.mark.parametrize("name", ["tl-torch-gloo-np2", "tl-torch-gloo-np2-nocache"])
+def test_a_ticked_negotiation_is_waiting_for_the_last_rank(name: str) -> None:
+    """On the uncached path the span opens just before the first rank's tick and closes just
+    after the last rank's (controller.cc:1115-1138), so the wait lies inside the span."""
+    tl, _ = load(name)
+    waits = A.negotiation_waits(tl.spans, tl.ticks)
+    assert len(waits) == tl.ticks.groupby(["pid", "negotiation"]).ngroups
+    assert (waits["wait_us"] <= waits["dur_us"]).all()
+    assert (waits["first_rank"] != waits["last_rank"]).all()
+    # the rest of the span is the bookkeeping between writing B, the ticks and E
+    assert (waits["dur_us"] - waits["wait_us"]).max() < 1000
+    assert waits["wait_us"].sum() / waits["dur_us"].sum() > 0.99
+    assert waits["start_us"].is_monotonic_increasing
+
+
+def test_gradient_tensors_leave_the_metrics_out() -> None:
+    torch, _ = load("tl-torch-gloo-np2")
+    grads = A.gradient_tensors(torch.spans)
+    assert grads == ["allreduce.9.bias", "allreduce.9.weight", "allreduce.7.bias",
+                     "allreduce.7.weight", "allreduce.3.weight", "allreduce.3.bias",
+                     "allreduce.0.weight", "allreduce.0.bias"]  # fmt: skip
+    tf, _ = load("tl-tf-mpi-np2-cycles")
+    grads = A.gradient_tensors(tf.spans)
+    assert len(grads) == 8 and all("DistributedGradientTape" in g for g in grads)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_allreduce_overlap_is_consistent(name: str) -> None:
+    tl, run = load(name)
+    cycles = tl.cycles if len(tl.cycles) else None
+    ov = A.allreduce_overlap(tl.spans, cycles=cycles)
+    grads = A.gradient_tensors(tl.spans)
+    steps = run["config"]["epochs"] * run["config"]["steps_per_epoch"]
+    # every step allreduces every gradient once; at most the last step is cut by shutdown
+    assert ov.groupby("step").size().eq(len(grads)).all()
+    assert steps - 1 <= ov["step"].nunique() <= steps
+    assert (ov.groupby("step")["ready_us"].min() == 0).all()
+    assert (ov["ready_us"] <= ov["all_ready_us"]).all()
+    # Horovod performs a response only after its negotiation ended on every rank
+    assert (ov["op_start_us"] >= ov["all_ready_us"]).all()
+    assert (ov["overlap_us"] <= ov["op_end_us"] - ov["op_start_us"]).all()
+    assert (ov["backward_end_us"] == ov.groupby("step")["ready_us"].transform("max")).all()
+    # the tensors of one fused response belong to one step
+    assert (ov.groupby("group")["step"].nunique() == 1).all()
+    by_step = A.overlap_by_step(ov)
+    assert (by_step["ops"] <= by_step["gradients"]).all()
+    assert by_step["overlap_share"].dropna().between(0, 1).all()
+    if run["config"]["fusion_threshold_mb"] == 0:
+        assert (by_step["ops"] == by_step["gradients"]).all()  # no fusion: one op each
+    if cycles is not None:
+        # an op two cycles before the last gradient was first seen ended before it was seen
+        inside = ov[ov["in_backward_all"]]
+        assert len(inside) > 0 and (inside["op_end_us"] < inside["backward_end_us"]).all()
+        assert (ov["in_backward_some"] | ~ov["in_backward_all"]).all()
+
+
+def test_compare_overlap_uses_cycle_marks_where_there_are_some() -> None:
+    table = A.compare_overlap({"marks": load("tl-torch-gloo-np2-cycles")[0],
+                               "plain": load("tl-torch-gloo-np2")[0]})  # fmt: skip
+    assert list(table.index) == ["marks", "plain"]
+    assert (table["steps"] == 59).all()  # 60 steps, the first (cache misses) left out
+    assert 0 < table.loc["marks", "in_backward_all_share"] < 1
+    assert np.isnan(table.loc["plain", "in_backward_all_share"])
+    with pytest.raises(ValueError, match="cycles is empty"):
+        A.allreduce_overlap(
+            load("tl-torch-gloo-np2")[0].spans, cycles=load("tl-torch-gloo-np2")[0].cycles
+        )
+
+
 def test_report_states_the_numbers() -> None:
     tl, _ = load("tl-torch-gloo-np2-cycles")
     text = A.timeline_report(tl)
@@ -216,6 +302,12 @@ def test_report_states_the_numbers() -> None:
     assert "Library: Gloo." in text
     assert "60 training steps found" in text
     assert "rank 0:" in text and "rank 1:" in text
+    # the straggler table of a cached run describes start-up, and says so
+    assert "only 34 of 512 negotiations have ticks" in text and "at start-up" in text
+    assert "tensor time sums the spans of all tensors" in text
+    assert "Allreduces against the backward pass" in text and "cycle-exact" in text
+    nocache = A.timeline_report(load("tl-torch-gloo-np2-nocache")[0])
+    assert "every negotiation has ticks" in nocache
 
 
 def constructed_spans(rows: list[tuple[str, str, str]]) -> pd.DataFrame:

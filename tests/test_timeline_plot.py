@@ -60,3 +60,29 @@ def test_negotiation_share_over_time(tl) -> None:
     assert P.plot_negotiation_share(ev, ax=ax) is ax
     assert len(ax.patches) == 2 * len(ev)
     plt.close(fig)
+
+
+def test_negotiation_share_shows_every_bar_and_keeps_the_legend_off_the_data(tl) -> None:
+    ev = A.evolution(tl.spans, bins=30)  # the first bins hold the start-up broadcasts
+    ax = P.plot_negotiation_share(ev)
+    tallest = ((ev["negotiate_us"] + ev["processing_us"]) / 1e6).max()
+    assert ax.get_ylim()[1] > tallest  # no bar is cut off at the top
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.y1 <= ax.get_window_extent().y0  # below the axes, over no bar or curve
+    plt.close(ax.figure)
+
+
+def test_allreduce_overlap_draws_one_step(tl) -> None:
+    ov = A.allreduce_overlap(tl.spans, cycles=tl.cycles)
+    ax = P.plot_allreduce_overlap(ov, step=20)
+    one = ov[ov["step"] == 20]
+    bars = [p for p in ax.patches if p.get_width() > 0 or p.get_height() > 0]
+    assert len(ax.patches) == 2 * len(one)  # a negotiation and an allreduce bar per gradient
+    assert sum(bool(p.get_hatch()) for p in bars) == one["in_backward_all"].sum()
+    lines = sorted(line.get_xdata()[0] for line in ax.get_lines())
+    assert lines == pytest.approx(sorted([one["backward_end_us"].iloc[0] / 1e3,
+                                          one["all_backward_end_us"].iloc[0] / 1e3]))  # fmt: skip
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="no step 999"):
+        P.plot_allreduce_overlap(ov, step=999)

@@ -36,6 +36,7 @@ SAMPLES = [
     "tl-tf-mpi-np2-cycles",
     "tl-torch-gloo-np2-fusion0",
     "tl-torch-gloo-np2-cycle5ms",
+    "tl-torch-gloo-np2-nocache",
 ]
 KILLED = "tl-torch-gloo-np2-killed"
 

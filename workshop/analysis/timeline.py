@@ -1,14 +1,32 @@
 """Analyses of Horovod timelines: DataFrames from :func:`workshop.io.timeline.read_timeline` in,
 DataFrames out.
 
-Times are microseconds of "tensor time": the durations of all tensors are summed, and Horovod
-handles many tensors at once, so totals can exceed the wall-clock span of the timeline. Shares
-are therefore the honest comparison ("negotiation is 80 % of the collective time").
+**Tensor time.** Totals are microseconds of *tensor time*: the durations of the spans of every
+tensor, summed over tensors. Horovod handles many tensors at once (8 gradients negotiated in the
+same cycle are 8 spans of the same wall-clock interval), so a total can exceed the wall-clock
+span of the timeline or the step time. Shares of tensor time are the honest comparison
+("negotiation is 80 % of the collective tensor time"), not "80 % of the run".
 
-The questions answered (seed 000 and 002): how long negotiation takes compared with the
-reduction itself, which rank is late, which library did the reduction (NCCL, MPI, Gloo, CCL),
-which tensors were fused into one buffer and how big it was, how the first steps differ from
-the steady state, and what changed between two runs.
+What the records mean in Horovod 0.28.1 (``horovod/common/controller.cc``, ``response_cache.cc``,
+``operations.cc``), which the analyses rely on:
+
+* The background thread runs one *cycle* every ``HOROVOD_CYCLE_TIME`` (1 ms by default,
+  operations.cc:527, slept at operations.cc:753-761). A tensor the framework hands over waits for
+  the next cycle.
+* A tensor's ``NEGOTIATE_<OP>`` span starts in the first cycle in which some rank had it ready
+  and ends in the cycle in which every rank had (controller.cc:1115-1138 on a response-cache
+  miss; controller.cc:858-869 with response_cache.cc:480-499 on a hit). Its length is therefore
+  waiting for the last rank, in whole cycles; it is not time spent computing anything.
+* Readiness ticks (one per rank) are written only on the uncached path
+  (``IncrementTensorCount``, controller.cc:1129), i.e. when the response cache misses: the first
+  time each tensor is seen (start-up) or with ``HOROVOD_CACHE_CAPACITY=0``. A cache hit writes
+  the negotiation ``B``/``E`` pair without ticks.
+
+The questions answered (seeds 000 and 002): how long negotiation takes compared with the
+reduction itself, which rank is late and how much of negotiation is waiting for it, which
+library did the reduction (NCCL, MPI, Gloo, CCL), which tensors were fused into one buffer and
+how big it was, how the first steps differ from the steady state, when each gradient's
+allreduce ran relative to the backward pass, and what changed between two runs.
 """
 
 from __future__ import annotations
@@ -26,15 +44,20 @@ if TYPE_CHECKING:
     from workshop.io.timeline import Timeline
 
 __all__ = [
+    "allreduce_overlap",
     "backend",
     "breakdown",
+    "compare_overlap",
     "compare_timelines",
     "detect_backend",
     "early_vs_steady",
     "evolution",
     "fusion_groups",
+    "gradient_tensors",
     "lateness_matrix",
     "negotiation_share",
+    "negotiation_waits",
+    "overlap_by_step",
     "step_starts",
     "stragglers",
     "timeline_report",
@@ -167,8 +190,12 @@ def negotiation_share(spans: pd.DataFrame) -> pd.DataFrame:
 def stragglers(ticks: pd.DataFrame) -> pd.DataFrame:
     """Per rank: how often it was the last to be ready, and by how much it was late.
 
-    Only negotiations with ticks from at least two ranks count. Ticks exist only when the
-    response cache misses (the first steps, or ``HOROVOD_CACHE_CAPACITY=0``).
+    Only negotiations with ticks from at least two ranks count. Horovod writes ticks only when
+    its response cache misses (controller.cc:1129): with the cache on (the default) that is the
+    first negotiation of each tensor, i.e. start-up and the first step, so the table says who
+    was late *at start-up*. Record with ``HOROVOD_CACHE_CAPACITY=0`` to see every step, or
+    filter ``ticks`` by ``ts_us`` to one phase. A tick is stamped when rank 0's background
+    thread processed that rank's request, so lateness comes in steps of a cycle.
 
     Args:
         ticks: ``Timeline.ticks``.
@@ -229,6 +256,51 @@ def lateness_matrix(ticks: pd.DataFrame, agg: str = "mean") -> pd.DataFrame:
         index="rank", columns="tensor", values="lateness_us", aggfunc=agg
     )
     return m.reindex(columns=order)
+
+
+def negotiation_waits(spans: pd.DataFrame, ticks: pd.DataFrame) -> pd.DataFrame:
+    """How much of each ticked negotiation was waiting for the last rank.
+
+    On the uncached path Horovod opens a negotiation with the first rank's tick and closes it
+    with the last rank's (controller.cc:1115-1138), so the span is the wait for the last rank
+    to hand the tensor over, seen at cycle granularity. Only negotiations with ticks (cache
+    misses) can be explained this way.
+
+    Args:
+        spans: ``Timeline.spans``.
+        ticks: ``Timeline.ticks``.
+
+    Returns:
+        One row per negotiation with ticks from at least two ranks, in time order: ``tensor``,
+        ``op``, ``negotiation`` (index of the tensor's negotiation), ``start_us``, ``dur_us``
+        (the ``NEGOTIATE_`` span), ``first_rank``, ``last_rank``, ``wait_us`` (last tick -
+        first tick: waiting for the last rank), ``wait_share`` (wait / duration).
+    """
+    _need(spans, SPAN_COLUMNS, "spans")
+    _need(ticks, TICK_COLUMNS, "ticks")
+    cols = ["tensor", "op", "negotiation", "start_us", "dur_us", "first_rank", "last_rank"]
+    cols += ["wait_us", "wait_share"]
+    key = ["pid", "negotiation"]
+    tk = ticks[ticks.groupby(key)["rank"].transform("nunique") >= 2]
+    if tk.empty:
+        return pd.DataFrame(columns=cols)
+    tk = tk.sort_values(key + ["ts_us", "seq"], kind="stable")
+    g = tk.groupby(key, sort=False)
+    waits = pd.DataFrame(
+        {
+            "tensor": g["tensor"].first().astype(str),
+            "op": g["op"].first().astype(str),
+            "first_rank": g["rank"].first(),
+            "last_rank": g["rank"].last(),
+            "wait_us": g["ts_us"].max() - g["ts_us"].min(),
+        }
+    )
+    neg = spans[spans["kind"].astype(str) == "negotiate"].sort_values("seq", kind="stable")
+    neg = neg.assign(negotiation=neg.groupby("pid", observed=True).cumcount())
+    neg = neg.set_index(["pid", "negotiation"])[["start_us", "dur_us"]]
+    out = waits.join(neg, how="inner").reset_index()
+    out["wait_share"] = out["wait_us"] / out["dur_us"].where(out["dur_us"] > 0)
+    return out.sort_values("start_us", kind="stable")[cols].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,6 +400,17 @@ def _elements(shape: str) -> float:
     return float(np.prod(dims)) if dims else 1.0
 
 
+def _grouped_ops(spans: pd.DataFrame) -> pd.DataFrame:
+    """The op spans in file order with a ``group`` column: a run of consecutive op ``B``
+    records is one response (one fusion buffer)."""
+    sp = spans.sort_values("seq", kind="stable")
+    is_op = (sp["kind"].astype(str) == "op").to_numpy()
+    starts = is_op & ~np.concatenate([[False], is_op[:-1]])
+    ops = sp[is_op].copy()
+    ops["group"] = (np.cumsum(starts) - 1)[is_op]
+    return ops
+
+
 def fusion_groups(spans: pd.DataFrame) -> pd.DataFrame:
     """Tensors processed together (one response, one fusion buffer) and their size.
 
@@ -344,14 +427,9 @@ def fusion_groups(spans: pd.DataFrame) -> pd.DataFrame:
     """
     _need(spans, SPAN_COLUMNS + ("dtype", "shape"), "spans")
     cols = ["group", "op", "tensors", "bytes", "start_us", "end_us", "dur_us", "names"]
-    sp = spans.sort_values("seq", kind="stable")
-    is_op = (sp["kind"].astype(str) == "op").to_numpy()
-    if not is_op.any():
+    ops = _grouped_ops(spans)
+    if ops.empty:
         return pd.DataFrame(columns=cols)
-    starts = is_op & ~np.concatenate([[False], is_op[:-1]])
-    group = np.cumsum(starts) - 1
-    ops = sp[is_op].copy()
-    ops["group"] = group[is_op]
     elements = ops["shape"].astype(object).map(_elements).astype(float)
     size = ops["dtype"].astype(object).map(DTYPE_BYTES).astype(float)
     ops["bytes"] = elements * size
@@ -530,6 +608,220 @@ def early_vs_steady(spans: pd.DataFrame, first_steps: int = 5) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
+# Overlap of the allreduces with the backward pass
+
+
+def gradient_tensors(spans: pd.DataFrame) -> list[str]:
+    """The tensors allreduced once per training step (the gradients), in order of first
+    negotiation: those with as many ``NEGOTIATE_ALLREDUCE`` spans as the most negotiated one.
+    Metrics averaged once per epoch are left out.
+
+    Args:
+        spans: ``Timeline.spans``.
+
+    Returns:
+        Tensor names (empty when there is no allreduce).
+    """
+    _need(spans, SPAN_COLUMNS, "spans")
+    neg = spans[spans["name"].astype(str) == "NEGOTIATE_ALLREDUCE"].sort_values("seq")
+    if neg.empty:
+        return []
+    names = neg["tensor"].astype(str)
+    counts = names.value_counts()
+    return [t for t in dict.fromkeys(names) if counts[t] == counts.max()]
+
+
+OVERLAP_COLUMNS = [
+    "step", "tensor", "group", "step_start_us", "ready_us", "all_ready_us", "op_start_us",
+    "op_end_us", "backward_end_us", "all_backward_end_us", "overlap_us",
+]  # fmt: skip
+
+
+def allreduce_overlap(
+    spans: pd.DataFrame,
+    *,
+    cycles: pd.DataFrame | None = None,
+    tensors: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """When each gradient's allreduce ran, relative to the backward pass that produced it.
+
+    A Horovod timeline has no backward-pass events. What it has, per gradient and step: its
+    ``NEGOTIATE_ALLREDUCE`` span starts in the first background cycle in which some rank had
+    handed the gradient to Horovod (the framework does so as soon as backward has produced it,
+    e.g. from torch's gradient hook) and ends in the cycle in which every rank had. So within a
+    step the *last* gradient's negotiation start is an upper bound for when the first rank
+    finished its backward pass, and the last negotiation end one for when the last rank did.
+    An allreduce that starts before those marks ran while backward was (probably) still going:
+    Horovod reduces the gradients of the last layers while the first layers' are computed.
+
+    The marks are at cycle granularity: a gradient waits up to one cycle before Horovod sees it.
+    With cycle marks (``HOROVOD_TIMELINE_MARK_CYCLES=1``) a stronger, exact statement is
+    possible: a step's last gradient, first seen in cycle ``c``, was handed over on every rank
+    after that rank began cycle ``c - 1``; an op run in cycle ``c - 2`` or earlier therefore
+    ended before any rank had finished backward (``in_backward_all``). The same with the
+    negotiation end gives ``in_backward_some`` (some rank was still in backward). Without cycle
+    marks these columns are absent.
+
+    The k-th negotiation of every gradient belongs to step k (every gradient is allreduced once
+    per step); steps missing a gradient's negotiation or op (a cut file) are dropped.
+
+    Args:
+        spans: ``Timeline.spans``.
+        cycles: ``Timeline.cycles``, for the exact in-backward columns.
+        tensors: the gradient tensors (default: :func:`gradient_tensors`).
+
+    Returns:
+        One row per step and gradient, in order of readiness within the step. Times in
+        microseconds since ``step_start_us``: ``step``, ``tensor``, ``group`` (the fused
+        response that reduced it; tensors of one group share the op), ``step_start_us`` (the
+        step's first negotiation start, on the timeline's clock), ``ready_us`` (negotiation
+        start: some rank had it), ``all_ready_us`` (negotiation end: every rank had it),
+        ``op_start_us``, ``op_end_us`` (its ``ALLREDUCE`` op), ``backward_end_us`` (the step's
+        last ``ready_us``), ``all_backward_end_us`` (the step's last ``all_ready_us``),
+        ``overlap_us`` (op time before ``backward_end_us``); with ``cycles`` also ``op_cycle``,
+        ``in_backward_all`` and ``in_backward_some`` (bool).
+    """
+    _need(spans, SPAN_COLUMNS, "spans")
+    grads = list(tensors) if tensors is not None else gradient_tensors(spans)
+    extra = ["op_cycle", "in_backward_all", "in_backward_some"] if cycles is not None else []
+    if cycles is not None:
+        _need(cycles, ("start_us",), "cycles")
+        if cycles.empty:
+            raise ValueError(
+                "cycles is empty: record with --mark-cycles "
+                "(HOROVOD_TIMELINE_MARK_CYCLES=1) or pass cycles=None"
+            )
+    if not grads:
+        return pd.DataFrame(columns=OVERLAP_COLUMNS + extra)
+    names = spans["tensor"].astype(str)
+    neg = spans[(spans["name"].astype(str) == "NEGOTIATE_ALLREDUCE") & names.isin(grads)]
+    neg = neg[neg["closed"].astype(bool)] if "closed" in neg else neg
+    neg = neg.sort_values("seq", kind="stable").assign(tensor=lambda d: d["tensor"].astype(str))
+    neg["step"] = neg.groupby("tensor").cumcount()
+    ops = _grouped_ops(spans)
+    ops = ops[(ops["op"].astype(str) == "ALLREDUCE") & ops["tensor"].astype(str).isin(grads)]
+    ops = ops[ops["closed"].astype(bool)] if "closed" in ops else ops
+    ops = ops.assign(tensor=ops["tensor"].astype(str))
+    ops["step"] = ops.groupby("tensor").cumcount()
+    df = neg[["tensor", "step", "start_us", "end_us"]].merge(
+        ops[["tensor", "step", "group", "start_us", "end_us"]],
+        on=["tensor", "step"], suffixes=("_neg", "_op"),
+    )  # fmt: skip
+    complete = df.groupby("step")["tensor"].transform("nunique") == len(grads)
+    df = df[complete]
+    if df.empty:
+        return pd.DataFrame(columns=OVERLAP_COLUMNS + extra)
+    start = df.groupby("step")["start_us_neg"].transform("min")
+    out = pd.DataFrame(
+        {
+            "step": df["step"].to_numpy(),
+            "tensor": df["tensor"].to_numpy(),
+            "group": df["group"].to_numpy(),
+            "step_start_us": start.to_numpy(),
+            "ready_us": (df["start_us_neg"] - start).to_numpy(),
+            "all_ready_us": (df["end_us_neg"] - start).to_numpy(),
+            "op_start_us": (df["start_us_op"] - start).to_numpy(),
+            "op_end_us": (df["end_us_op"] - start).to_numpy(),
+        }
+    )
+    by_step = out.groupby("step")
+    out["backward_end_us"] = by_step["ready_us"].transform("max")
+    out["all_backward_end_us"] = by_step["all_ready_us"].transform("max")
+    before = np.minimum(out["op_end_us"], out["backward_end_us"]) - out["op_start_us"]
+    out["overlap_us"] = before.clip(lower=0)
+    if cycles is not None:
+        marks = np.sort(cycles["start_us"].to_numpy())
+
+        def cycle_of(t: pd.Series) -> np.ndarray:
+            return np.searchsorted(marks, (t + out["step_start_us"]).to_numpy(), "right") - 1
+
+        out["op_cycle"] = cycle_of(out["op_start_us"])
+        out["in_backward_all"] = out["op_cycle"] <= cycle_of(out["backward_end_us"]) - 2
+        out["in_backward_some"] = out["op_cycle"] <= cycle_of(out["all_backward_end_us"]) - 2
+    out = out.sort_values(["step", "ready_us", "op_start_us"], kind="stable")
+    return out[OVERLAP_COLUMNS + extra].reset_index(drop=True)
+
+
+def overlap_by_step(overlap: pd.DataFrame) -> pd.DataFrame:
+    """One row per step of :func:`allreduce_overlap`, counting each fused op once.
+
+    Args:
+        overlap: :func:`allreduce_overlap` output.
+
+    Returns:
+        ``step``, ``gradients``, ``ops`` (fused responses), ``backward_end_us``,
+        ``all_backward_end_us``, ``first_op_start_us``, ``last_op_end_us``, ``op_us`` (summed
+        op time), ``overlap_us`` (op time before ``backward_end_us``), ``overlap_share``; with
+        cycle columns also ``ops_in_backward_all`` and ``ops_in_backward_some`` (counts).
+    """
+    _need(overlap, OVERLAP_COLUMNS, "overlap")
+    cycles = "in_backward_all" in overlap.columns
+    ops = overlap.groupby(["step", "group"], sort=True).agg(
+        op_start_us=("op_start_us", "min"),
+        op_end_us=("op_end_us", "max"),
+        overlap_us=("overlap_us", "max"),
+        backward_end_us=("backward_end_us", "first"),
+        all_backward_end_us=("all_backward_end_us", "first"),
+        **({"in_all": ("in_backward_all", "all"), "in_some": ("in_backward_some", "all")}
+           if cycles else {}),
+    )  # fmt: skip
+    ops["op_us"] = ops["op_end_us"] - ops["op_start_us"]
+    g = ops.groupby(level="step")
+    out = pd.DataFrame(
+        {
+            "gradients": overlap.groupby("step").size(),
+            "ops": g.size(),
+            "backward_end_us": g["backward_end_us"].first(),
+            "all_backward_end_us": g["all_backward_end_us"].first(),
+            "first_op_start_us": g["op_start_us"].min(),
+            "last_op_end_us": g["op_end_us"].max(),
+            "op_us": g["op_us"].sum(),
+            "overlap_us": g["overlap_us"].sum(),
+        }
+    )
+    out["overlap_share"] = out["overlap_us"] / out["op_us"].where(out["op_us"] > 0)
+    if cycles:
+        out["ops_in_backward_all"] = g["in_all"].sum().astype(np.int64)
+        out["ops_in_backward_some"] = g["in_some"].sum().astype(np.int64)
+    out.index.name = "step"
+    return out.reset_index()
+
+
+def compare_overlap(timelines: dict[str, Timeline], *, skip_steps: int = 1) -> pd.DataFrame:
+    """Overlap of allreduces with backward, one row per timeline (medians over steps).
+
+    Args:
+        timelines: label -> Timeline; cycle marks are used where a timeline has them.
+        skip_steps: leading steps left out (step 0 negotiates on cache misses, start-up).
+
+    Returns:
+        index ``label``: ``steps``, ``ops_per_step``, ``backward_end_us``,
+        ``all_backward_end_us``, ``first_op_start_us``, ``op_us`` (medians over steps),
+        ``overlap_share`` (all steps' op time before backward end / their op time),
+        ``in_backward_all_share`` and ``in_backward_some_share`` (share of ops, cycle-exact;
+        NaN without cycle marks).
+    """
+    rows = {}
+    for label, tl in timelines.items():
+        cycles = tl.cycles if len(tl.cycles) else None
+        steps = overlap_by_step(allreduce_overlap(tl.spans, cycles=cycles))
+        steps = steps[steps["step"] >= skip_steps]
+        row = {"steps": len(steps)}
+        for col in ("ops", "backward_end_us", "all_backward_end_us", "first_op_start_us",
+                    "op_us"):  # fmt: skip
+            row["ops_per_step" if col == "ops" else col] = float(steps[col].median())
+        row["overlap_share"] = float(steps["overlap_us"].sum() / steps["op_us"].sum())
+        for col in ("in_backward_all", "in_backward_some"):
+            n = f"ops_{col}"
+            share = steps[n].sum() / steps["ops"].sum() if n in steps else np.nan
+            row[f"{col}_share"] = float(share)
+        rows[label] = row
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "label"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # Summaries and comparisons
 
 
@@ -664,8 +956,10 @@ def timeline_report(tl: Timeline) -> str:
     )
     if tl.truncated:
         lines.append(
-            f"The file is cut at byte {md.get('truncated_at')} (a killed or still running job); "
-            "everything before the cut was read."
+            f"The file is cut inside a record at byte {md.get('truncated_at')}; everything "
+            "before the cut was read. (Horovod >= 0.20.1 re-closes the array after every "
+            "record, so even a killed job leaves valid JSON; cut files come from older Horovod "
+            "killed mid-write, or from a copy taken while the file was written.)"
         )
     if md.get("unclosed") or md.get("orphan_ends"):
         lines.append(
@@ -684,11 +978,24 @@ def timeline_report(tl: Timeline) -> str:
     allrow = share.loc["all"]
     lines.append("")
     lines.append(
-        f"Negotiation takes {_pct(allrow['negotiation_share'])} of the collective time "
-        f"({allrow['negotiate_us'] / 1e6:.2f} s of tensor time in "
-        f"{int(allrow['negotiations'])} negotiations, against "
-        f"{allrow['processing_us'] / 1e6:.2f} s processing {int(allrow['ops'])} ops)."
+        f"Negotiation takes {_pct(allrow['negotiation_share'])} of the collective tensor time "
+        f"({allrow['negotiate_us'] / 1e6:.2f} s in {int(allrow['negotiations'])} negotiations, "
+        f"against {allrow['processing_us'] / 1e6:.2f} s processing {int(allrow['ops'])} ops; "
+        "tensor time sums the spans of all tensors: N tensors negotiated together count N "
+        "times, so totals can exceed the run's wall-clock time)."
     )
+    lines.append(
+        "  A negotiation lasts from the cycle in which the first rank had the tensor ready to "
+        "the cycle in which the last rank had: it is waiting for the last rank, in whole "
+        "background cycles, not work."
+    )
+    waits = negotiation_waits(sp, tl.ticks)
+    if len(waits):
+        lines.append(
+            f"  In the {len(waits)} negotiations with readiness ticks, waiting from the first "
+            f"to the last rank's tick is {_pct(waits['wait_us'].sum() / waits['dur_us'].sum())} "
+            "of their time."
+        )
     for op, row in share.drop(index="all").iterrows():
         lines.append(
             f"  {op}: {int(row['negotiations'])} negotiations, mean "
@@ -722,9 +1029,20 @@ def timeline_report(tl: Timeline) -> str:
     strag = stragglers(tl.ticks)
     lines.append("")
     if len(strag):
+        negotiations = int((sp["kind"].astype(str) == "negotiate").sum())
+        ticked = int(tl.ticks.groupby(["pid", "negotiation"]).ngroups)
+        if ticked < negotiations:
+            scope = (
+                f"only {ticked} of {negotiations} negotiations have ticks: Horovod writes them "
+                "on response-cache misses, the first negotiation of each tensor, so this says "
+                "who was late at start-up, not during training (HOROVOD_CACHE_CAPACITY=0 "
+                "records every step)"
+            )
+        else:
+            scope = "every negotiation has ticks (response cache off): this covers training"
         lines.append(
             f"Stragglers ({len(tl.ticks)} readiness ticks from {tl.ticks['rank'].nunique()} "
-            "ranks; lateness is behind the first rank ready for the same tensor):"
+            f"ranks; lateness is behind the first rank ready for the same tensor; {scope}):"
         )
         for r in strag.itertuples():
             lines.append(
@@ -737,6 +1055,7 @@ def timeline_report(tl: Timeline) -> str:
             "No readiness ticks from two ranks: Horovod writes ticks only when its response "
             "cache misses (set HOROVOD_CACHE_CAPACITY=0 to see them every step)."
         )
+    lines.extend(_overlap_lines(tl))
     ev = early_vs_steady(sp).set_index("phase")
     if len(ev):
         lines.append("")
@@ -756,6 +1075,34 @@ def timeline_report(tl: Timeline) -> str:
                 f"{_pct(r['negotiation_share'])})."
             )
     return "\n".join(lines)
+
+
+def _overlap_lines(tl: Timeline) -> list[str]:
+    """The report's paragraph on allreduces against the backward pass (steps after the first)."""
+    cycles = tl.cycles if len(tl.cycles) else None
+    steps = overlap_by_step(allreduce_overlap(tl.spans, cycles=cycles))
+    steps = steps[steps["step"] >= 1]
+    if steps.empty:
+        return []
+    med = steps.median()
+    lines = [
+        "",
+        f"Allreduces against the backward pass ({len(steps)} steps after the first, medians; "
+        "the timeline has no backward events, a gradient counts as produced when Horovod "
+        "first sees it):",
+        f"  the last gradient is seen {med['backward_end_us'] / 1e3:.1f} ms after the first "
+        f"(on every rank after {med['all_backward_end_us'] / 1e3:.1f} ms); the first "
+        f"allreduce starts at {med['first_op_start_us'] / 1e3:.1f} ms; "
+        f"{_pct(steps['overlap_us'].sum() / steps['op_us'].sum())} of the allreduce time "
+        "runs before the last gradient is seen.",
+    ]
+    if cycles is not None:
+        lines.append(
+            f"  cycle-exact: {int(steps['ops_in_backward_all'].sum())} of "
+            f"{int(steps['ops'].sum())} allreduces ran entirely inside every rank's backward "
+            f"pass, {int(steps['ops_in_backward_some'].sum())} inside some rank's."
+        )
+    return lines
 
 
 def _pct(x: float) -> str:

@@ -37,6 +37,7 @@ from workshop.plot.scaling import (  # noqa: F401
 )
 from workshop.plot.timeline import (  # noqa: F401
     phase_color,
+    plot_allreduce_overlap,
     plot_breakdown,
     plot_lateness_heatmap,
     plot_negotiation_share,

@@ -9,9 +9,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 __all__ = [
+    "plot_allreduce_overlap",
     "plot_breakdown",
     "plot_lateness_heatmap",
     "plot_negotiation_share",
@@ -194,8 +196,9 @@ def plot_negotiation_share(evolution: pd.DataFrame, *, ax: Axes | None = None) -
         ax: where to draw.
 
     Returns:
-        The Axes: bars of negotiation and processing tensor time per interval (left axis, s)
-        and the negotiation share (right axis, %).
+        The Axes: bars of negotiation and processing tensor time per interval (left axis, s;
+        every bar whole, the start-up ones included) and the negotiation share (right axis,
+        %); the legend sits below the axes, clear of the bars and the curve.
     """
     if evolution.empty:
         raise ValueError("the evolution table is empty: nothing to plot")
@@ -207,6 +210,8 @@ def plot_negotiation_share(evolution: pd.DataFrame, *, ax: Axes | None = None) -
     ax.bar(mid, evolution["processing_us"] / 1e6, width=width,
            bottom=evolution["negotiate_us"] / 1e6, color=PHASE_COLORS["OP"],
            label="processing")  # fmt: skip
+    top = float((evolution["negotiate_us"] + evolution["processing_us"]).max()) / 1e6
+    ax.set_ylim(0, 1.08 * top if top > 0 else 1.0)
     ax.set_xlabel("time since timeline start (s)")
     ax.set_ylabel("tensor time (s)")
     share = ax.twinx()
@@ -216,6 +221,65 @@ def plot_negotiation_share(evolution: pd.DataFrame, *, ax: Axes | None = None) -
     share.set_ylabel("negotiation share (%)")
     lines = ax.get_legend_handles_labels()
     more = share.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper right")
-    ax.set_title("Negotiation over time")
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, ncol=3,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2))  # fmt: skip
+    ax.set_title("Negotiation over time (tensor time: summed over tensors in flight)")
+    return ax
+
+
+def plot_allreduce_overlap(
+    overlap: pd.DataFrame, *, step: int | None = None, ax: Axes | None = None
+) -> Axes:
+    """One step: each gradient's negotiation and allreduce against the backward marks.
+
+    Args:
+        overlap: :func:`workshop.analysis.timeline.allreduce_overlap` output.
+        step: the step to draw (default: the middle one).
+        ax: where to draw.
+
+    Returns:
+        The Axes (x in ms since the step's first gradient was seen): one row per gradient, a
+        grey negotiation bar (some rank ready -> every rank ready) and a blue allreduce bar;
+        dashed line: the last gradient seen (the first rank's backward is over by then);
+        dotted line: the last negotiation end (every rank's). With cycle columns, allreduces
+        that certainly ran inside every rank's backward pass are hatched.
+    """
+    if overlap.empty:
+        raise ValueError("the overlap table is empty: no gradient allreduces to draw")
+    steps = np.sort(overlap["step"].unique())
+    step = int(steps[len(steps) // 2]) if step is None else step
+    one = overlap[overlap["step"] == step]
+    if one.empty:
+        raise ValueError(f"no step {step} in the overlap table (steps {steps[0]}-{steps[-1]})")
+    ax = _axes(ax, (10, max(2.5, 0.35 * len(one) + 1.2)))
+    y = np.arange(len(one))
+    ms = {c: one[c].to_numpy() / 1e3 for c in one.columns if c.endswith("_us")}
+    ax.barh(y, ms["all_ready_us"] - ms["ready_us"], left=ms["ready_us"], height=0.35,
+            color=PHASE_COLORS["NEGOTIATE"], align="edge")  # fmt: skip
+    bars = ax.barh(y - 0.4, ms["op_end_us"] - ms["op_start_us"], left=ms["op_start_us"],
+                   height=0.35, color=PHASE_COLORS["OP"], align="edge")  # fmt: skip
+    handles = [Patch(color=PHASE_COLORS["NEGOTIATE"], label="negotiation"),
+               Patch(color=PHASE_COLORS["OP"], label="allreduce")]  # fmt: skip
+    if "in_backward_all" in one:
+        for bar, inside in zip(bars, one["in_backward_all"], strict=True):
+            bar.set_hatch("//" if inside else "")
+        handles.append(
+            Patch(
+                facecolor=PHASE_COLORS["OP"],
+                hatch="//",
+                label="allreduce inside every rank's backward (cycle-exact)",
+            )
+        )
+    marks = (
+        (ms["backward_end_us"][0], "--", "last gradient seen (first rank done)"),
+        (ms["all_backward_end_us"][0], ":", "last gradient on every rank"),
+    )
+    for x, style, label in marks:
+        ax.axvline(x, color="black", ls=style, lw=1)
+        handles.append(Line2D([], [], color="black", ls=style, lw=1, label=label))
+    ax.set_yticks(y - 0.025, one["tensor"].astype(str), fontsize=7)
+    ax.set_ylim(len(one) - 0.3, -0.7)
+    ax.set_xlabel("ms since the step's first gradient was seen by Horovod")
+    ax.set_title(f"Step {step}: allreduces against the backward pass")
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax
