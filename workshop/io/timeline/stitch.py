@@ -1,0 +1,203 @@
+"""The whole data, in file order: the fast scanner on chunks (in worker threads), its records
+stitched together with metadata records and with what the tolerant parser reads in the gaps
+between them, and the end of the data (closed, open or cut)."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from workshop.io.timeline.events import Events, Store, concat
+from workshop.io.timeline.records import Reader
+from workshop.io.timeline.scanner import LONGEST_RECORD_CHECKED, find_records
+from workshop.io.timeline.vocab import Vocab
+from workshop.io.timeline.words import Words
+
+CHUNK = 1 << 22  # bytes per scan task (cache-sized)
+THREADS = min(2, os.cpu_count() or 1)  # scan workers
+KEEP_MAPPED = 1 << 16  # bytes before the scan position kept mapped (gaps are read again)
+TAIL_BYTES = 64  # enough to see how the data ends
+NEWER_LAYOUT_WINDOW = 1 << 20  # bytes before the end searched for the newer '},{' joins
+
+ChunkResult = tuple[np.ndarray, list[Events], list[np.ndarray]]
+
+
+def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
+    """Every event record after ``body_lo``, in file order; metadata, warnings and damage go to
+    ``rd``."""
+    n = rd.n
+    sc = Words(rd.buf, n)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n - body_lo, unit="B", unit_scale=True, desc="reading timeline")
+    store = Store(n - body_lo)
+    prev_end = body_lo  # end of the last record taken
+    fast_hi = max(n - LONGEST_RECORD_CHECKED, body_lo)
+    bounds = [(lo, min(fast_hi, lo + CHUNK)) for lo in range(body_lo, fast_hi, CHUNK)]
+    results = _chunk_results(sc, bounds, rd.vocab)
+    try:
+        for (lo, hi), (meta_cand, evs, ends) in zip(bounds, results, strict=True):
+            metas = _metadata_records(rd, meta_cand, prev_end)
+            if metas or (evs and len(evs[0].off) and evs[0].off[0] < prev_end):
+                evs, ends = _drop_inside(evs, ends, metas, prev_end)
+            prev_end = _tile(rd, sc, evs, ends, metas, prev_end, store)
+            rd.src.release(min(prev_end, hi) - KEEP_MAPPED)
+            if bar is not None:
+                bar.update(hi - lo)
+    finally:
+        results.close()  # stops the workers
+    if bar is not None:
+        bar.update(n - body_lo - bar.n)
+        bar.close()
+    _tail(rd, prev_end)
+    if rd.slow:
+        store.add(Events.from_rows(rd.slow))
+    events = store.events()
+    del store
+    if len(events.off) > 1 and rd.slow and (np.diff(events.off) < 0).any():
+        events = events.take(np.argsort(events.off, kind="stable"))
+    return events
+
+
+def _chunk_results(
+    sc: Words, bounds: list[tuple[int, int]], vocab: Vocab
+) -> Iterator[ChunkResult]:
+    """:func:`find_records` of each chunk, in order, computed ahead by worker threads."""
+    workers = min(THREADS, len(bounds))
+    if workers <= 1:
+        for lo, hi in bounds:
+            yield find_records(sc, lo, hi, vocab)
+        return
+    pool = ThreadPoolExecutor(workers)
+    try:
+        pending: deque[Any] = deque()
+        for i in range(len(bounds)):
+            while len(pending) < 2 * workers and i + len(pending) < len(bounds):
+                lo, hi = bounds[i + len(pending)]
+                pending.append(pool.submit(find_records, sc, lo, hi, vocab))
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _metadata_records(rd: Reader, candidates: np.ndarray, prev_end: int) -> list[tuple]:
+    """The ``M`` records among ``candidates``: (start, end, content)."""
+    metas: list[tuple] = []
+    for start in candidates[candidates >= prev_end].tolist():
+        if metas and start < metas[-1][1]:
+            continue
+        found = rd.meta_extent(start)
+        if found:
+            metas.append((start, found[0], found[1]))
+    return metas
+
+
+def _drop_inside(
+    evs: list[Events], ends: list[np.ndarray], metas: list, prev_end: int
+) -> tuple[list[Events], list[np.ndarray]]:
+    """Drop event candidates inside a metadata record (a tensor name may hold '{"ph": "') or
+    inside the previous chunk's last record."""
+    mo = np.array([m[0] for m in metas], dtype=np.int64)
+    me = np.array([m[1] for m in metas], dtype=np.int64)
+    out_e, out_end = [], []
+    for e, end in zip(evs, ends, strict=True):
+        keep = e.off >= prev_end
+        if len(mo):
+            j = np.searchsorted(mo, e.off, side="right") - 1
+            keep &= ~((j >= 0) & (e.off < me[np.maximum(j, 0)]))
+        if keep.all():
+            out_e.append(e)
+            out_end.append(end)
+        else:
+            idx = np.flatnonzero(keep)
+            out_e.append(e.take(idx))
+            out_end.append(end[idx])
+    return out_e, out_end
+
+
+def _tile(rd: Reader, sc: Words, evs: list[Events], ev_ends: list[np.ndarray], metas: list,
+          prev_end: int, store: Store) -> int:  # fmt: skip
+    """Order a chunk's records, drop overlapping ones, and read the gaps that are not plain
+    separators with the tolerant parser. Returns the end of the last record taken."""
+    m_off = np.array([m[0] for m in metas], dtype=np.int64)
+    m_end = np.array([m[1] for m in metas], dtype=np.int64)
+    off = np.concatenate([e.off for e in evs] + [m_off])
+    ends = np.concatenate(ev_ends + [m_end])
+    if metas:
+        order = np.argsort(off, kind="stable")
+        off, ends = off[order], ends[order]
+    else:  # fast records come in offset order
+        order = np.arange(len(off))
+    while len(off) > 1:  # a record that runs into the next one is not what it seems
+        bad = np.flatnonzero(ends[:-1] > off[1:])
+        if not len(bad):
+            break
+        keep = np.ones(len(off), dtype=bool)
+        keep[bad] = False
+        off, ends, order = off[keep], ends[keep], order[keep]
+    if not len(off):
+        return prev_end
+    nfast = sum(len(e.off) for e in evs)
+    is_fast = order < nfast
+    taken = order[is_fast]
+    if len(taken) == nfast:
+        for e in evs:
+            store.add(e)
+    else:
+        store.add(concat(evs).take(np.sort(taken)))
+    for i in order[~is_fast].tolist():
+        rd.take_meta(metas[i - nfast][2])
+    rd.records += int(is_fast.sum())
+    _read_gaps(rd, sc, np.concatenate([[prev_end], ends[:-1]]), off)
+    rd.last_is_meta = bool(order[-1] >= nfast)  # gaps lie before the chunk's last record
+    return int(ends[-1])
+
+
+def _read_gaps(rd: Reader, sc: Words, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Read the gaps ``[lo, hi)`` between records that hold more than a separator."""
+    length = hi - lo
+    c0, c1 = sc.bytes[lo], sc.bytes[np.minimum(lo + 1, sc.n - 1)]
+    separator = (
+        (length == 0)
+        | ((length == 1) & (c0 == ord(",")))
+        | ((length == 2) & (c0 == ord(",")) & (c1 == ord("\n")))
+    )
+    for i in np.flatnonzero(~separator).tolist():
+        a, b = int(lo[i]), int(hi[i])
+        gap = bytes(rd.buf[a:b])
+        if gap.strip(b" \t\r\n") == b"" or (
+            gap.count(b",") == 1 and gap.replace(b",", b"").strip() == b""
+        ):
+            continue
+        rd.parse_region(a, b, tail=False)
+
+
+def _tail(rd: Reader, lo: int) -> None:
+    """What follows the last fast record: ']' (closed array), ',' (an open array: Horovod
+    <= 0.20.0), more records in another layout, or a cut last record."""
+    n = rd.n
+    s = bytes(rd.buf[lo:n]).strip()
+    if s not in (b"", b","):
+        rd.parse_region(lo, n, tail=True)
+    if rd.closing is not None or rd.truncated_at is not None or not rd.records:
+        return
+    last = bytes(rd.buf[max(lo, n - TAIL_BYTES) : n])
+    if rd.last_is_meta:
+        # Horovod writes a tensor's 'M' records right before its first event: never last
+        rd.truncated_at = n
+    elif last.rstrip().endswith(b"}"):
+        rd.truncated_at = n  # Horovod writes '}]' or '},' after a record: cut in between
+    elif last.rstrip().endswith(b","):
+        # Horovod <= 0.20.0 ends every record in '},' + newline and never closes the array;
+        # later versions join event records with '},{' and close the array after each one, so
+        # an open array from them is a cut file
+        window = max(0, n - NEWER_LAYOUT_WINDOW)
+        if not last.endswith(b"\n") or rd.buf.find(b"},{", window, n) >= 0:
+            rd.truncated_at = n
