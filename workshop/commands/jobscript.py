@@ -8,8 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from workshop.commands.run import add_run_options
 from workshop.launch.jobscript import SYSTEMS, JobScriptError, JobSpec, render, run_arguments
+from workshop.launch.options import add_run_options, config_from_args
 from workshop.paths import runs_dir
 
 #: ``workshop run`` options the job script sets itself (from nodes, ranks and the system).
@@ -134,8 +134,6 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
 
 def _check_run_options(args: argparse.Namespace) -> None:
     """Apply ``workshop run``'s own checks now, not after the job waited in the queue."""
-    from workshop.commands.run import config_from_args
-
     config = config_from_args(args)
     config.np, config.controller, config.launcher = 1, "mpi", "mpiexec"
     config.device = args.device or "auto"

@@ -6,45 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from workshop.launch.run import CONTROLLERS, FRAMEWORKS, RunConfig, RunError, launch
-
-
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a run (shared with ``workshop sweep`` and ``workshop jobscript``)."""
-    defaults = RunConfig()
-    add = parser.add_argument
-    add("--framework", default=defaults.framework, choices=tuple(FRAMEWORKS))
-    add("--dataset", default=defaults.dataset, choices=("mnist", "cifar10", "materials"))
-    add("--data", default=defaults.data, choices=("auto", "full", "subset", "synthetic"),
-        help="auto: full set if cached/downloadable, else MNIST's offline 5,000-image subset")
-    add("-np", "--np", type=int, default=defaults.np, help="number of processes (workers)")
-    add("--controller", default=defaults.controller, choices=CONTROLLERS,
-        help="Horovod controller (horovodrun --gloo / --mpi)")
-    add("--epochs", type=int, default=defaults.epochs)
-    add("--batch-size", type=int, default=defaults.batch_size, help="per worker")
-    add("--lr", type=float, default=defaults.lr, help="learning rate for --base-batch-size")
-    add("--base-batch-size", type=int, default=None,
-        help="batch size that --lr suits (default: --batch-size, so LR scales with np)")
-    add("--lr-scaling", default=defaults.lr_scaling, choices=("none", "linear", "sqrt"))
-    add("--warmup-epochs", type=float, default=defaults.warmup_epochs)
-    add("--steps-per-epoch", type=int, default=None, help="cap on steps per epoch")
-    add("--timeline", action=argparse.BooleanOptionalAction, default=True,
-        help="write timeline.json (HOROVOD_TIMELINE); on by default")
-    add("--mark-cycles", action="store_true", help="HOROVOD_TIMELINE_MARK_CYCLES")
-    add("--fusion-threshold-mb", type=float, default=None)
-    add("--cycle-time-ms", type=float, default=None)
-    add("--autotune", action="store_true", help="Horovod autotune, log in autotune.csv")
-    add("--mpi-profile", action="store_true",
-        help="preload the workshop's PMPI profiler (needs --controller mpi)")
-    add("--seed", type=int, default=defaults.seed)
-    add("--threads-per-rank", type=int, default=None)
-    add("--device", default=defaults.device, choices=("auto", "cpu", "cuda"))
-    add("--oversubscribe", action="store_true", help="allow np > cores (timings mislead)")
-
-
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    fields = RunConfig.__dataclass_fields__
-    return RunConfig(**{key: value for key, value in vars(args).items() if key in fields})
+from workshop.launch.options import add_run_options, config_from_args
+from workshop.launch.run import RunError, launch
 
 
 def summarize(run_dir: Path) -> str:

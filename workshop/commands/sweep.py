@@ -14,27 +14,12 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workshop.launch.run import CONTROLLERS, FRAMEWORKS, RunConfig
+from workshop.launch.options import GRID_FIELDS, add_run_options
+from workshop.launch.run import RunConfig
 from workshop.paths import runs_dir
-
-# option dest -> type, for the options that can take several values (the grid)
-GRID_OPTIONS = {
-    "framework": str,
-    "dataset": str,
-    "np": int,
-    "batch_size": int,
-    "lr": float,
-    "base_batch_size": int,
-    "lr_scaling": str,
-    "warmup_epochs": float,
-    "fusion_threshold_mb": float,
-    "cycle_time_ms": float,
-    "seed": int,
-}
 
 
 def register(subparsers) -> None:
-    defaults = RunConfig()
     parser = subparsers.add_parser(
         "sweep",
         help="run a grid of real runs (np, batch size, LR rule, ...) into one sweep folder",
@@ -44,68 +29,8 @@ def register(subparsers) -> None:
         "resume: finished points are skipped. Example: workshop sweep --np 1 2 "
         "--batch-size 32 256 --lr-scaling none linear --epochs 3 --steps-per-epoch 40",
     )
+    add_run_options(parser, sweep=True)
     add = parser.add_argument
-    add(
-        "--framework",
-        nargs="+",
-        default=[defaults.framework],
-        choices=tuple(FRAMEWORKS),
-        help="[grid]",
-    )
-    add(
-        "--dataset",
-        nargs="+",
-        default=[defaults.dataset],
-        choices=("mnist", "cifar10", "materials"),
-        help="[grid]",
-    )
-    add("-np", "--np", nargs="+", type=int, default=[1, 2], help="[grid] worker counts")
-    add(
-        "--batch-size",
-        nargs="+",
-        type=int,
-        default=[defaults.batch_size],
-        help="[grid] per worker",
-    )
-    add(
-        "--lr",
-        nargs="+",
-        type=float,
-        default=[defaults.lr],
-        help="[grid] learning rate that suits --base-batch-size",
-    )
-    add(
-        "--base-batch-size",
-        nargs="+",
-        type=int,
-        default=[None],
-        help="[grid] batch size --lr suits (default: each point's own batch size)",
-    )
-    add(
-        "--lr-scaling",
-        nargs="+",
-        default=[defaults.lr_scaling],
-        choices=("none", "linear", "sqrt"),
-        help="[grid]",
-    )
-    add("--warmup-epochs", nargs="+", type=float, default=[defaults.warmup_epochs], help="[grid]")
-    add("--fusion-threshold-mb", nargs="+", type=float, default=[None], help="[grid]")
-    add("--cycle-time-ms", nargs="+", type=float, default=[None], help="[grid]")
-    add("--seed", nargs="+", type=int, default=[defaults.seed], help="[grid]")
-    add("--controller", default=defaults.controller, choices=CONTROLLERS)
-    add("--epochs", type=int, default=defaults.epochs)
-    add("--steps-per-epoch", type=int, default=None, help="cap on steps per epoch")
-    add("--data", default=defaults.data, choices=("auto", "full", "subset", "synthetic"))
-    add("--device", default=defaults.device, choices=("auto", "cpu", "cuda"))
-    add("--threads-per-rank", type=int, default=None)
-    add("--timeline", action="store_true", help="write a timeline per run (off by default)")
-    add("--mark-cycles", action="store_true")
-    add("--autotune", action="store_true", help="Horovod autotune, log in autotune.csv")
-    add(
-        "--oversubscribe",
-        action="store_true",
-        help="allow np above this machine's core count (recorded; timings mislead)",
-    )
     add(
         "--out",
         type=Path,
@@ -126,9 +51,9 @@ def register(subparsers) -> None:
 
 def grid_from_args(args: argparse.Namespace) -> tuple[RunConfig, dict[str, list]]:
     """The base configuration and the grid an argument namespace describes."""
-    grid = {key: list(dict.fromkeys(getattr(args, key))) for key in GRID_OPTIONS}
+    grid = {key: list(dict.fromkeys(getattr(args, key))) for key in GRID_FIELDS}
     fields = {f.name for f in dataclasses.fields(RunConfig)}
-    single = {k: v for k, v in vars(args).items() if k in fields and k not in GRID_OPTIONS}
+    single = {k: v for k, v in vars(args).items() if k in fields and k not in GRID_FIELDS}
     base = RunConfig(**single)
     return base, grid
 

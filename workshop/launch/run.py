@@ -49,9 +49,16 @@ class RunError(RuntimeError):
 class RunConfig:
     """Everything that defines a run (recorded as ``config`` in run.json).
 
-    ``batch_size`` is per worker; ``lr`` is the learning rate that suits ``base_batch_size``
-    (default: ``batch_size``), scaled for the global batch by ``lr_scaling`` (none/linear/sqrt)
-    with ``warmup_epochs`` of gradual warmup. ``launcher`` replaces horovodrun on clusters.
+    ``batch_size`` is per worker and per backward pass; ``backward_passes_per_step`` batches
+    are accumulated per allreduce and optimizer step, so the global batch is
+    ``batch_size x np x backward_passes_per_step``. ``lr`` is the learning rate that suits
+    ``base_batch_size`` (default: the global batch of one worker), scaled for the global batch by
+    ``lr_scaling`` (none/linear/sqrt) with ``warmup_epochs`` of gradual warmup.
+    ``fusion_threshold_mb``, ``cycle_time_ms``, ``cache_capacity`` (None: Horovod's default)
+    and ``autotune`` are Horovod's knobs (:data:`workshop.launch.options.HOROVOD_KNOBS`);
+    ``compression`` is the gradients' allreduce compression (``hvd.Compression``).
+    ``launcher`` replaces horovodrun on clusters. The command-line options are declared in
+    :mod:`workshop.launch.options`.
     """
 
     framework: str = "torch"
@@ -70,6 +77,9 @@ class RunConfig:
     fusion_threshold_mb: float | None = None
     cycle_time_ms: float | None = None
     autotune: bool = False
+    cache_capacity: int | None = None
+    compression: str = "none"
+    backward_passes_per_step: int = 1
     mpi_profile: bool = False
     seed: int = 42
     threads_per_rank: int | None = None
@@ -80,8 +90,9 @@ class RunConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first option that cannot work."""
-        from workshop.train.common import LR_SCALINGS
+        from workshop.train.common import COMPRESSIONS, LR_SCALINGS
         from workshop.train.data import DATA_MODES, DATASETS
+        from workshop.train.device import MODES as DEVICES
 
         choices = {
             "framework": (self.framework, tuple(FRAMEWORKS)),
@@ -89,14 +100,29 @@ class RunConfig:
             "controller": (self.controller, CONTROLLERS),
             "lr_scaling": (self.lr_scaling, LR_SCALINGS),
             "data": (self.data, DATA_MODES),
-            "device": (self.device, ("auto", "cpu", "cuda")),
+            "device": (self.device, DEVICES),
+            "compression": (self.compression, COMPRESSIONS),
         }
         for name, (value, allowed) in choices.items():
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
-        for name in ("np", "epochs", "batch_size"):
+        for name in ("np", "epochs", "batch_size", "backward_passes_per_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.cache_capacity is not None and self.cache_capacity < 0:
+            raise ValueError(f"cache_capacity must be >= 0 (0: no cache), got "
+                             f"{self.cache_capacity}")
+        if self.fusion_threshold_mb is not None and self.fusion_threshold_mb < 0:
+            raise ValueError(f"fusion_threshold_mb must be >= 0, got {self.fusion_threshold_mb}")
+        if (not self.launcher and self.fusion_threshold_mb is not None
+                and self.fusion_threshold_mb != int(self.fusion_threshold_mb)):
+            raise ValueError(f"fusion_threshold_mb={self.fusion_threshold_mb:g}: horovodrun's "
+                             "--fusion-threshold-mb takes whole MB")
+        if self.backward_passes_per_step > 1 and self.framework != "torch":
+            raise ValueError(
+                "--backward-passes-per-step > 1 needs --framework torch: Horovod 0.28.1's "
+                "DistributedGradientTape, which the TensorFlow program uses, has no "
+                "backward_passes_per_step (only its legacy and Keras DistributedOptimizer do)")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.mpi_profile and self.controller != "mpi" and not self.launcher:
@@ -142,6 +168,9 @@ def train_args(config: RunConfig, run_dir: Path, data_mode: str) -> list[str]:
         "--base-batch-size": config.base_batch_size,
         "--steps-per-epoch": config.steps_per_epoch,
         "--threads": config.threads_per_rank,
+        "--compression": None if config.compression == "none" else config.compression,
+        "--backward-passes-per-step": (
+            None if config.backward_passes_per_step == 1 else config.backward_passes_per_step),
     }
     for flag, value in optional.items():
         if value is not None:
@@ -151,23 +180,18 @@ def train_args(config: RunConfig, run_dir: Path, data_mode: str) -> list[str]:
 
 def horovod_env(config: RunConfig, run_dir: Path) -> dict[str, str]:
     """Horovod knobs as environment variables (what horovodrun's flags set)."""
-    env = {}
-    if config.timeline:
-        env["HOROVOD_TIMELINE"] = str(run_dir / "timeline.json")
-    if config.mark_cycles:
-        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
-    if config.fusion_threshold_mb is not None:
-        env["HOROVOD_FUSION_THRESHOLD"] = str(int(config.fusion_threshold_mb * 1024 * 1024))
-    if config.cycle_time_ms is not None:
-        env["HOROVOD_CYCLE_TIME"] = str(config.cycle_time_ms)
-    if config.autotune:
-        env["HOROVOD_AUTOTUNE"] = "1"
-        env["HOROVOD_AUTOTUNE_LOG"] = str(run_dir / "autotune.csv")
-    return env
+    from workshop.launch.options import horovod_variables
+
+    return horovod_variables(config, run_dir)
 
 
 def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[list[str], dict]:
-    """The command that starts all ranks, and the extra environment it needs."""
+    """The command that starts all ranks, and the extra environment it needs.
+
+    horovodrun gets Horovod's knobs as its flags and sets the ``HOROVOD_*`` variables for the
+    ranks itself; a cluster's launcher (``config.launcher``) gets the variables.
+    """
+    from workshop.launch.options import horovodrun_flags
     from workshop.train.common import threads_per_rank
 
     env = {"PYTHONUNBUFFERED": "1", "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -178,13 +202,14 @@ def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[li
     if os.geteuid() == 0:
         # Open MPI refuses to start as root without these (containers, Binder, CI).
         env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    rank_env = horovod_env(config, run_dir)
+    rank_env = {}
     if config.mpi_profile:
         from workshop.launch.profiler import launch_env
 
-        rank_env |= launch_env(run_dir)
+        rank_env = launch_env(run_dir)
     program = train_args(config, run_dir, data_mode)
     if config.launcher:
+        rank_env |= horovod_env(config, run_dir)  # no horovodrun to turn flags into these
         launcher = shlex.split(config.launcher)
         if Path(launcher[0]).name == "mpirun":  # Open MPI: export each variable to the ranks
             for key in sorted(env | rank_env):
@@ -192,21 +217,7 @@ def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[li
         return launcher + program, env | rank_env
 
     command = ["horovodrun", "-np", str(config.np), "-H", f"localhost:{config.np}",
-               f"--{config.controller}"]  # fmt: skip
-    if config.timeline:
-        command += ["--timeline-filename", rank_env.pop("HOROVOD_TIMELINE")]
-    if config.mark_cycles:
-        command.append("--timeline-mark-cycles")
-        rank_env.pop("HOROVOD_TIMELINE_MARK_CYCLES")
-    if config.fusion_threshold_mb is not None:
-        command += ["--fusion-threshold-mb", f"{config.fusion_threshold_mb:g}"]
-        rank_env.pop("HOROVOD_FUSION_THRESHOLD")
-    if config.cycle_time_ms is not None:
-        command += ["--cycle-time-ms", f"{config.cycle_time_ms:g}"]
-        rank_env.pop("HOROVOD_CYCLE_TIME")
-    if config.autotune:
-        command += ["--autotune", "--autotune-log-file", rank_env.pop("HOROVOD_AUTOTUNE_LOG")]
-        rank_env.pop("HOROVOD_AUTOTUNE")
+               f"--{config.controller}", *horovodrun_flags(config, run_dir)]  # fmt: skip
     if rank_env:
         if config.controller != "mpi":
             env |= rank_env

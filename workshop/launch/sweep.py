@@ -49,6 +49,9 @@ GRID_LABELS = {
     "warmup_epochs": "wu",
     "fusion_threshold_mb": "fus",
     "cycle_time_ms": "cyc",
+    "cache_capacity": "cache",
+    "compression": "",
+    "backward_passes_per_step": "bpps",
     "controller": "",
     "seed": "seed",
 }
@@ -113,7 +116,9 @@ def check_points(points: list[tuple[str, RunConfig]]) -> None:
 
 
 def _config_matches(recorded: dict, wanted: dict) -> bool:
-    return all(recorded.get(key) == value for key, value in wanted.items())
+    # A run recorded before an option existed ran with that option's default.
+    defaults = dataclasses.asdict(RunConfig())
+    return all(recorded.get(key, defaults.get(key)) == value for key, value in wanted.items())
 
 
 def finished_runs(sweep_dir: Path) -> list[tuple[str, dict]]:

@@ -28,13 +28,23 @@ from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
 # Sample the process start as early as possible: init time is measured from here.
 PROCESS_START = time.time()
 
+#: Gradient compression for the allreduce: names of ``hvd.Compression`` members (the same in
+#: horovod.torch and horovod.tensorflow 0.28.1: ``none``, and ``fp16`` which sends float32
+#: gradients as float16 and casts them back after the allreduce).
+COMPRESSIONS = ("none", "fp16")
+
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """Arguments of one training rank (the launcher passes them through)."""
+    from workshop.train.data import DATA_MODES, DATASETS
+    from workshop.train.device import MODES as DEVICES
+
     parser = argparse.ArgumentParser(prog=prog, description="One Horovod training rank.")
     parser.add_argument("--run-dir", type=Path, required=True)
-    parser.add_argument("--dataset", default="mnist", choices=("mnist", "cifar10", "materials"))
-    parser.add_argument("--data", default="subset", choices=("full", "subset", "synthetic"))
+    parser.add_argument("--dataset", default="mnist", choices=DATASETS)
+    # the launcher resolves "auto" before the ranks start (workshop.train.data.prepare)
+    parser.add_argument("--data", default="subset",
+                        choices=[mode for mode in DATA_MODES if mode != "auto"])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32, help="per worker")
     parser.add_argument("--lr", type=float, default=0.01, help="LR at the base batch size")
@@ -45,7 +55,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--steps-per-epoch", type=int, default=None)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=None, help="compute threads per rank")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--device", default="auto", choices=DEVICES)
+    parser.add_argument("--compression", default="none", choices=COMPRESSIONS,
+                        help="hvd.Compression of the gradients' allreduce")
+    parser.add_argument("--backward-passes-per-step", type=int, default=1,
+                        help="batches accumulated per allreduce and optimizer step")
     return parser
 
 

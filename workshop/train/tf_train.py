@@ -80,6 +80,10 @@ def train(args, rank_io) -> None:
         tensorflow_gpu_count,
     )
 
+    if args.backward_passes_per_step != 1:
+        # Horovod 0.28.1: DistributedGradientTape takes no backward_passes_per_step.
+        raise ValueError("--backward-passes-per-step is not supported by the TensorFlow "
+                         "program (hvd.DistributedGradientTape has no such argument)")
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     inject_fault(rank)
@@ -108,6 +112,7 @@ def train(args, rank_io) -> None:
     base_lr = args.lr
     target_lr = scaled_lr(base_lr, global_batch, base_batch, args.lr_scaling)
     optimizer = tf.keras.optimizers.legacy.SGD(learning_rate=base_lr, momentum=args.momentum)
+    compression = getattr(hvd.Compression, args.compression)
     if regression:
         loss_fn = tf.keras.losses.MeanSquaredError()
     else:
@@ -118,7 +123,7 @@ def train(args, rank_io) -> None:
         with tf.GradientTape() as tape:
             outputs = model(inputs, training=True)
             loss = loss_fn(targets, outputs)
-        tape = hvd.DistributedGradientTape(tape)
+        tape = hvd.DistributedGradientTape(tape, compression=compression)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         # Horovod practice: broadcast after the first step, once the optimizer has its slots.
@@ -135,7 +140,8 @@ def train(args, rank_io) -> None:
         f"workshop.train.tf_train: np={size} device={device_name} threads/rank={threads} "
         f"data={dataset.info['source']} batch={args.batch_size}/worker ({global_batch} global) "
         f"steps/epoch={steps_per_epoch} lr {base_lr:g} -> {target_lr:g} "
-        f"({args.lr_scaling}, warmup {args.warmup_epochs:g} epochs)"
+        f"({args.lr_scaling}, warmup {args.warmup_epochs:g} epochs) "
+        f"compression={args.compression}"
     )
     init_time_s = time.time() - PROCESS_START
     train_start = time.perf_counter()

@@ -6,8 +6,10 @@ Started by ``workshop run`` (through horovodrun) or directly by a cluster's MPI 
 
 Horovod practice, step by step: ``hvd.init()``; pin the device and the number of compute
 threads; shard the data by rank; scale the learning rate with the number of workers; wrap the
-optimizer in ``hvd.DistributedOptimizer`` (gradients averaged by allreduce); broadcast the
-initial parameters and optimizer state from rank 0; average metrics over ranks; print on rank 0.
+optimizer in ``hvd.DistributedOptimizer`` (gradients averaged by allreduce, optionally
+compressed to float16, optionally accumulated over several backward passes per allreduce);
+broadcast the initial parameters and optimizer state from rank 0; average metrics over ranks;
+print on rank 0.
 """
 
 from __future__ import annotations
@@ -89,25 +91,35 @@ def train(args, rank_io) -> None:
     y_test = torch.from_numpy(dataset.y_test[test_idx]).to(device)
 
     model = build_model(args.dataset).to(device)
-    global_batch = args.batch_size * size
-    base_batch = args.base_batch_size or args.batch_size
+    passes = args.backward_passes_per_step
+    # one optimizer step averages the gradients of `passes` batches on every worker
+    global_batch = args.batch_size * passes * size
+    base_batch = args.base_batch_size or args.batch_size * passes
     base_lr = args.lr
     target_lr = scaled_lr(base_lr, global_batch, base_batch, args.lr_scaling)
     optimizer = torch.optim.SGD(model.parameters(), lr=base_lr, momentum=args.momentum)
-    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    # backward_passes_per_step: Horovod's hooks count the backward passes and start the
+    # allreduce of a gradient only on the last one; the gradients add up in .grad until then.
+    optimizer = hvd.DistributedOptimizer(
+        optimizer, named_parameters=model.named_parameters(),
+        compression=getattr(hvd.Compression, args.compression),
+        backward_passes_per_step=passes,
+    )  # fmt: skip
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     loss_fn = torch.nn.MSELoss() if regression else torch.nn.CrossEntropyLoss()
 
     shard_size = len(y_train) // size
-    steps_per_epoch = max(1, shard_size // args.batch_size)
+    step_samples = args.batch_size * passes  # per worker and optimizer step
+    steps_per_epoch = max(1, shard_size // step_samples)
     if args.steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, args.steps_per_epoch)
     rank_io.print(
         f"workshop.train.torch_train: np={size} device={device_name} threads/rank={threads} "
-        f"data={dataset.info['source']} batch={args.batch_size}/worker ({global_batch} global) "
-        f"steps/epoch={steps_per_epoch} lr {base_lr:g} -> {target_lr:g} "
-        f"({args.lr_scaling}, warmup {args.warmup_epochs:g} epochs)"
+        f"data={dataset.info['source']} batch={args.batch_size}/worker x {passes} backward "
+        f"pass(es)/step ({global_batch} global) steps/epoch={steps_per_epoch} "
+        f"lr {base_lr:g} -> {target_lr:g} ({args.lr_scaling}, warmup {args.warmup_epochs:g} "
+        f"epochs) compression={args.compression}"
     )
     init_time_s = time.time() - PROCESS_START
     train_start = time.perf_counter()
@@ -126,18 +138,21 @@ def train(args, rank_io) -> None:
             lr = lr_at(step, steps_per_epoch, base_lr, target_lr, args.warmup_epochs)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            idx = torch.from_numpy(indices[batch * args.batch_size:(batch + 1) * args.batch_size])
-            inputs, targets = x_train[idx].to(device), y_train[idx].to(device)
             optimizer.zero_grad()
-            outputs = model(inputs)
-            loss = loss_fn(outputs, targets)
-            loss.backward()
+            for part in range(passes):
+                first = batch * step_samples + part * args.batch_size
+                idx = torch.from_numpy(indices[first:first + args.batch_size])
+                inputs, targets = x_train[idx].to(device), y_train[idx].to(device)
+                outputs = model(inputs)
+                loss = loss_fn(outputs, targets)
+                # the step applies the sum of the passes' gradients: average them instead
+                (loss / passes).backward()
+                loss_sum += loss.detach() * len(idx)
+                if not regression:
+                    correct += (outputs.argmax(1) == targets).sum()
+                seen += len(idx)
             optimizer.step()
             step += 1
-            loss_sum += loss.detach() * len(idx)
-            if not regression:
-                correct += (outputs.argmax(1) == targets).sum()
-            seen += len(idx)
         if device.type == "cuda":
             torch.cuda.synchronize()
         train_time_s = time.perf_counter() - epoch_start
