@@ -320,50 +320,75 @@ def detect_backend(spans: pd.DataFrame) -> pd.DataFrame:
         spans: ``Timeline.spans``.
 
     Returns:
-        One row per op: ``op``, ``library`` (e.g. ``Gloo``, ``MPI``, ``NCCL``,
-        ``NCCL+MPI (hierarchical)``, ``unknown``), ``evidence`` (the activity names seen),
-        ``ops`` (count), ``note``.
+        One row per op (in the order the ops first appear): ``op``, ``library`` (e.g.
+        ``Gloo``, ``MPI``, ``NCCL``, ``NCCL+MPI (hierarchical)``, ``unknown``), ``evidence``
+        (the activity names seen), ``ops`` (count), ``note``.
     """
     _need(spans, SPAN_COLUMNS, "spans")
-    kind = spans["kind"].astype(str)
-    act = spans[kind == "activity"]
-    ops = spans[kind == "op"]
-    seen_gloo = act["name"].astype(str).str.startswith("GLOO_").any()
+    # Vectorised over integer codes (a Timeline's columns are categorical): millions of spans,
+    # but only a handful of distinct (op, activity name) pairs.
+    is_op = (spans["kind"] == "op").to_numpy(dtype=bool, na_value=False)
+    is_act = (spans["kind"] == "activity").to_numpy(dtype=bool, na_value=False)
+    op_code, op_values = pd.factorize(spans["op"])
+    name_code, name_values = pd.factorize(spans["name"])
+    op_names = [str(v) for v in op_values]
+    names = [str(v) for v in name_values]
+    op_rows = op_code[is_op & (op_code >= 0)]
+    counts = np.bincount(op_rows, minlength=len(op_names))
+    present, first = np.unique(op_rows, return_index=True)
+    act = is_act & (name_code >= 0)
+    seen_gloo = any(names[c].startswith("GLOO_") for c in _distinct(name_code[act], len(names)))
+    act &= op_code >= 0
+    pairs = op_code[act].astype(np.int64) * len(names) + name_code[act]
+    evidence: dict[int, set[str]] = {}
+    for pair in _distinct(pairs, len(op_names) * len(names)):
+        evidence.setdefault(pair // len(names), set()).add(names[pair % len(names)])
     rows = []
-    for op_name, count in ops["op"].astype(str).value_counts(sort=False).items():
-        names = sorted(set(act.loc[act["op"].astype(str) == op_name, "name"].astype(str)))
-        libs = {LIBRARIES[n.split("_", 1)[0]] for n in names if n.split("_", 1)[0] in LIBRARIES}
-        note = ""
-        if "MPI_ALLTOALL" in names and "MPI" in libs:
-            others = [n for n in names if n.startswith("MPI_") and n != "MPI_ALLTOALL"]
-            if seen_gloo and not others:
-                libs.discard("MPI")
-                libs.add("Gloo")
-                note = "MPI_ALLTOALL is what Gloo's alltoall writes (Gloo ops seen elsewhere)"
-            elif not others:
-                note = "MPI_ALLTOALL is written by both the MPI and the Gloo alltoall"
-                libs.discard("MPI")
-                libs.add("MPI or Gloo")
-        if libs >= {"NCCL", "MPI"} and (HIERARCHICAL_MARKS & set(names)):
-            library = "NCCL+MPI (hierarchical)"
-            note = note or "HOROVOD_HIERARCHICAL_ALLREDUCE: NCCL within a node, MPI across"
-        elif len(libs) == 1:
-            library = libs.pop()
-        elif libs:
-            library = "+".join(sorted(libs))
-        else:
-            library = "unknown"
-            note = note or "no library activity recorded inside this op"
+    for op in present[np.argsort(first)].tolist():
+        op_evidence = sorted(evidence.get(op, ()))
+        library, note = _library(op_evidence, seen_gloo)
         rows.append(
             {
-                "op": op_name,
+                "op": op_names[op],
                 "library": library,
-                "evidence": ", ".join(names),
-                "ops": int(count),
+                "evidence": ", ".join(op_evidence),
+                "ops": int(counts[op]),
                 "note": note,
             }
         )
     return pd.DataFrame(rows, columns=["op", "library", "evidence", "ops", "note"])
+
+
+def _library(names: list[str], seen_gloo: bool) -> tuple[str, str]:
+    """(library, note) of one op from the activity names inside it (see detect_backend)."""
+    libs = {LIBRARIES[n.split("_", 1)[0]] for n in names if n.split("_", 1)[0] in LIBRARIES}
+    note = ""
+    if "MPI_ALLTOALL" in names and "MPI" in libs:
+        others = [n for n in names if n.startswith("MPI_") and n != "MPI_ALLTOALL"]
+        if seen_gloo and not others:
+            libs.discard("MPI")
+            libs.add("Gloo")
+            note = "MPI_ALLTOALL is what Gloo's alltoall writes (Gloo ops seen elsewhere)"
+        elif not others:
+            note = "MPI_ALLTOALL is written by both the MPI and the Gloo alltoall"
+            libs.discard("MPI")
+            libs.add("MPI or Gloo")
+    if libs >= {"NCCL", "MPI"} and (HIERARCHICAL_MARKS & set(names)):
+        return "NCCL+MPI (hierarchical)", note or (
+            "HOROVOD_HIERARCHICAL_ALLREDUCE: NCCL within a node, MPI across"
+        )
+    if len(libs) == 1:
+        return libs.pop(), note
+    if libs:
+        return "+".join(sorted(libs)), note
+    return "unknown", note or "no library activity recorded inside this op"
+
+
+def _distinct(codes: np.ndarray, size: int) -> list[int]:
+    """The distinct values of non-negative integer ``codes`` below ``size``, ascending."""
+    if size <= 1 << 20:  # a count per value: one pass, no sort
+        return np.flatnonzero(np.bincount(codes, minlength=size)).tolist()
+    return np.unique(codes).tolist()
 
 
 def backend(spans: pd.DataFrame) -> str:
