@@ -3,7 +3,15 @@
 Every name is also reachable through its module, e.g. ``analysis.timeline``.
 """
 
-from workshop.analysis import commodel, lr, mpi, parallelism, scaling, timeline  # noqa: F401
+from workshop.analysis import (  # noqa: F401
+    commodel,
+    lr,
+    mpi,
+    parallelism,
+    scaling,
+    timeline,
+    tuning,
+)
 from workshop.analysis.commodel import (  # noqa: F401
     allreduce_ops,
     comm_model_vs_measurement,
@@ -87,4 +95,11 @@ from workshop.analysis.timeline import (  # noqa: F401
     stragglers,
     timeline_report,
     timeline_summary,
+)
+from workshop.analysis.tuning import (  # noqa: F401
+    autotune_summary,
+    comm_table,
+    gradient_spans,
+    knob_effect,
+    negotiation_table,
 )

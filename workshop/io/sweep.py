@@ -18,8 +18,11 @@ from workshop.io.runs import read_metrics, read_run, read_summary
 CONFIG_COLUMNS = [
     "framework", "dataset", "np", "controller", "epochs", "batch_size", "base_batch_size",
     "lr", "lr_scaling", "warmup_epochs", "steps_per_epoch", "fusion_threshold_mb",
-    "cycle_time_ms", "autotune", "timeline", "seed", "data", "oversubscribe",
+    "cycle_time_ms", "cache_capacity", "compression", "backward_passes_per_step", "autotune",
+    "timeline", "mpi_profile", "seed", "data", "oversubscribe",
 ]  # fmt: skip
+#: What a run recorded before an option existed ran with (RunConfig's defaults then).
+CONFIG_DEFAULTS = {"compression": "none", "backward_passes_per_step": 1, "mpi_profile": False}
 
 
 def run_dirs(path: str | Path) -> list[Path]:
@@ -60,8 +63,9 @@ def _run_row(run_dir: Path, record: dict, metrics: pd.DataFrame) -> dict:
     config = record.get("config", {})
     summary = read_summary(run_dir) or record.get("result") or {}
     row: dict = {"run": run_dir.name, "path": str(run_dir), "status": record.get("status")}
-    row |= {key: config.get(key) for key in CONFIG_COLUMNS}
-    row["global_batch_size"] = (config.get("batch_size") or 0) * (config.get("np") or 0) or None
+    row |= {key: config.get(key, CONFIG_DEFAULTS.get(key)) for key in CONFIG_COLUMNS}
+    workers_batch = (config.get("batch_size") or 0) * (config.get("np") or 0)
+    row["global_batch_size"] = workers_batch * row["backward_passes_per_step"] or None
     data = record.get("data") or {}
     row["synthetic_data"] = data.get("synthetic")
     row["cores"] = (record.get("host") or {}).get("cores")
@@ -108,8 +112,11 @@ def read_sweep(path: str | Path, *, only_ok: bool = True) -> tuple[pd.DataFrame,
         ``runs``: one row per run: ``run`` (folder name), ``path``, ``status``, the config
         (``framework``, ``dataset``, ``np``, ``controller``, ``epochs``, ``batch_size`` per
         worker, ``base_batch_size``, ``lr``, ``lr_scaling``, ``warmup_epochs``,
-        ``steps_per_epoch``, ``fusion_threshold_mb``, ``cycle_time_ms``, ``autotune``,
-        ``timeline``, ``seed``, ``data``, ``oversubscribe``), ``global_batch_size``,
+        ``steps_per_epoch``, ``fusion_threshold_mb``, ``cycle_time_ms``, ``cache_capacity``
+        (None: Horovod's default), ``compression``, ``backward_passes_per_step``, ``autotune``,
+        ``timeline``, ``mpi_profile``, ``seed``, ``data``, ``oversubscribe``; runs recorded
+        before an option existed get its default), ``global_batch_size`` (batch x np x
+        backward passes per step),
         ``synthetic_data``, ``cores`` (of the machine), ``duration_s`` (launch wall time),
         ``init_time_s``, ``train_time_s``, ``total_time_s`` (summary.json), ``lr_effective``,
         ``epochs_done``, ``first_epoch_s``, ``steady_epoch_time_s``

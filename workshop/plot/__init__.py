@@ -3,7 +3,7 @@
 Every name is also reachable through its module, e.g. ``plot.timeline``.
 """
 
-from workshop.plot import lr, mpi, parallelism, scaling, timeline  # noqa: F401
+from workshop.plot import lr, mpi, parallelism, scaling, timeline, tuning  # noqa: F401
 from workshop.plot.lr import (  # noqa: F401
     plot_accuracy_curves,
     plot_accuracy_vs_batch,
@@ -42,4 +42,7 @@ from workshop.plot.timeline import (  # noqa: F401
     plot_lateness_heatmap,
     plot_negotiation_share,
     plot_timeline_gantt,
+)
+from workshop.plot.tuning import (  # noqa: F401
+    plot_knob_effect,
 )
