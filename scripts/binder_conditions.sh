@@ -96,43 +96,43 @@ fi
 chown -R "$USER_NAME:" "$DIR"
 
 # A memory cgroup (cgroup v1 memory controller) for the peaks and the limit, where we may make one.
-CG=""
+# Each step gets a new one, so that no page cache of an earlier step is charged to it.
+CG_PARENT=""
 memory_cg=$(awk -F: '$2 == "memory" {print $3}' /proc/self/cgroup)
 if [[ -n "$memory_cg" && -d "/sys/fs/cgroup/memory$memory_cg" ]]; then
-    CG="/sys/fs/cgroup/memory$memory_cg/workshop-binder"
-    mkdir -p "$CG"
+    CG_PARENT="/sys/fs/cgroup/memory$memory_cg"
 fi
-trap '[[ -n "$CG" ]] && rmdir "$CG" 2>/dev/null || true' EXIT
 
-# as_user LABEL COMMAND: run COMMAND as the notebook user in Binder's environment, 1 CPU, in the
-# cgroup; print wall time, the largest process's peak RSS and the cgroup's peak (all processes,
-# page cache included) and whether the cgroup hit its limit.
+# as_user LABEL COMMAND: run COMMAND as the notebook user in Binder's environment, 1 CPU, in a
+# new cgroup; print its wall time (from when it got the CPU lock), the largest process's peak
+# RSS, the cgroup's peak (all processes, page cache included), and how often it hit its limit.
 as_user() {
-    local label=$1 command=$2 start rc=0 peak="" fail="" lock=() limit
-    if [[ -n "$CG" ]]; then
-        echo 0 >"$CG/memory.max_usage_in_bytes"
-        echo 0 >"$CG/memory.failcnt"
-        # No limit for the build (see above); Binder's 2 GiB for everything the learner runs.
-        if [[ $label == postBuild ]]; then limit=-1; else limit=$((2 * 1024 ** 3)); fi
+    local label=$1 command=$2 rc=0 peak="" fail="" lock=() limit=-1 CG=""
+    # No limit for the build (see above); Binder's 2 GiB for everything the learner runs.
+    [[ $label == postBuild ]] || limit=$((2 * 1024 ** 3))
+    if [[ -n "$CG_PARENT" ]]; then
+        CG="$CG_PARENT/workshop-binder-$label"
+        mkdir "$CG"
         echo "$limit" >"$CG/memory.limit_in_bytes"
     fi
     [[ -n "$CPU_LOCK" && $label != postBuild ]] && lock=(flock "$CPU_LOCK")
-    start=$(date +%s%N)
     "${lock[@]}" sh -c '[ -n "$0" ] && echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" \
         runuser -u "$USER_NAME" -- env -i HOME="$HOME_DIR" USER="$USER_NAME" LANG=C.UTF-8 \
         NB_USER="$USER_NAME" NB_PYTHON_PREFIX="$PREFIX" CONDA_DIR="$DIR/conda" \
         WORKSHOP_TORCH_INDEX="$TORCH_INDEX" \
         PATH="$PREFIX/bin:$HOME_DIR/.local/bin:/usr/local/bin:/usr/bin:/bin" \
-        /usr/bin/time -f "%M" -o "$DIR/$label.maxrss" taskset -c 0 \
+        /usr/bin/time -f "%e %M" -o "$DIR/$label.time" taskset -c 0 \
         bash -c "cd '$HOME_DIR' && $command" >"$DIR/$label.log" 2>&1 || rc=$?
-    local seconds=$((($(date +%s%N) - start) / 1000000000))
+    local seconds maxrss
+    read -r seconds maxrss < <(tail -n 1 "$DIR/$label.time" 2>/dev/null || echo "? 0")
     if [[ -n "$CG" ]]; then
         peak="; all processes (cgroup, page cache included) $(($(cat \
             "$CG/memory.max_usage_in_bytes") / 2 ** 20)) MiB"
         [[ $limit == -1 ]] || fail=" of a 2048 MiB limit (reached $(cat "$CG/memory.failcnt") times)"
+        rmdir "$CG"
     fi
     printf '%-10s exit %s, %s s, largest process %s MiB%s%s\n' "$label" "$rc" "$seconds" \
-        "$(($(tail -n 1 "$DIR/$label.maxrss" 2>/dev/null || echo 0) / 1024))" "$peak" "$fail" \
+        "$((maxrss / 1024))" "$peak" "$fail" \
         | tee -a "$SUMMARY"
     return "$rc"
 }
@@ -140,7 +140,7 @@ as_user() {
 {
     echo "Binder conditions, commit $commit: user $USER_NAME (uid $(id -u "$USER_NAME")), 1 CPU" \
         "(taskset -c 0), environment $PREFIX (relocated $PY_PREFIX, Python $pyver, no" \
-        "pyvenv.cfg), memory cgroup ${CG:-unavailable}; Horovod wheel seeded: $seeded;" \
+        "pyvenv.cfg), memory cgroups ${CG_PARENT:+under }${CG_PARENT:-unavailable}; Horovod wheel seeded: $seeded;" \
         "WORKSHOP_TORCH_INDEX=$TORCH_INDEX"
 } | tee "$SUMMARY"
 say "postBuild (log $DIR/postBuild.log)"
