@@ -94,23 +94,28 @@ def comm_table(
 def negotiation_table(profiles: Mapping[str, object], rank: int = 0) -> pd.DataFrame:
     """Horovod's negotiation and gradient traffic in each run's MPI profile (MPI controller).
 
-    Horovod 0.28.1's MPI controller negotiates once per cycle. With the response cache on and
-    every tensor in the queue cached, a cycle is one bitwise ``MPI_Allreduce`` of the cache's
-    bit vector (8 bytes; 16 with a timeline). Otherwise rank 0 gathers the ready-tensor
-    requests (``MPI_Gather`` of their sizes, ``MPI_Gatherv`` of the lists) and broadcasts the
-    responses (two ``MPI_Bcast``) (``horovod/common/controller.cc``, ``mpi_controller.cc``).
+    Horovod 0.28.1's MPI controller negotiates once per cycle. With the response cache on,
+    every cycle starts with a bitwise ``MPI_Allreduce`` of the cache's bit vector (64-bit words:
+    8 bytes for fewer than 61 cached tensors, twice that with a timeline); when every ready
+    tensor is cached that is all. Otherwise, and every cycle with the cache off, rank 0 gathers
+    the ready-tensor requests (``MPI_Gather`` of their sizes, ``MPI_Gatherv`` of the lists) and
+    broadcasts the responses (two ``MPI_Bcast``) (``horovod/common/controller.cc``,
+    ``response_cache.cc``, ``mpi/mpi_controller.cc``).
 
     Args:
         profiles: run name -> :class:`~workshop.io.mpitrace.MpiProfile`.
         rank: the rank whose file is read.
 
     Returns:
-        One row per run: ``run``, ``bitvector_allreduces`` (MPI_Allreduce calls of at most
-        :data:`~workshop.analysis.mpi.SMALL_BYTES` bytes), ``gathers`` (MPI_Gather calls: full
+        One row per run: ``run``, ``bitvector_allreduces`` (MPI_Allreduce calls of 8 to 16
+        bytes; the training programs' 4-byte metric allreduces are left out; TensorFlow's
+        8-byte float64 metric would count), ``gathers`` (MPI_Gather calls: full
         negotiation rounds), ``gathervs``, ``bcasts`` (MPI_Bcast calls, the initial parameter
         broadcast included), ``negotiation_time_s`` (time in the bit-vector allreduces,
-        gathers and gathervs), ``gradient_allreduces`` and ``gradient_bytes`` (the larger
-        MPI_Allreduce calls and the bytes they moved), ``comm_time_s`` (all MPI routines),
+        gathers and gathervs; a rank also waits there for the others), ``gradient_allreduces``
+        and ``gradient_bytes`` (MPI_Allreduce calls of more than
+        :data:`~workshop.analysis.mpi.SMALL_BYTES` bytes and the bytes they moved),
+        ``comm_time_s`` (all MPI routines),
         ``elapsed_s`` (the rank's time from MPI_Init, i.e. ``hvd.init()``, to MPI_Finalize),
         ``negotiation_rounds`` (cycles: the larger of ``bitvector_allreduces`` and
         ``gathers``, since every cycle makes one or the other) and ``rounds_per_s``.
@@ -121,17 +126,21 @@ def negotiation_table(profiles: Mapping[str, object], rank: int = 0) -> pd.DataF
         signature = negotiation_signature(profile, rank)
         calls = table["calls"].to_dict()
         seconds = table["time_s"].to_dict()
+        sizes = profile.message_sizes
+        sizes = sizes[(sizes["rank"] == rank) & (sizes["routine"] == "MPI_Allreduce")]
+        words = sizes[(sizes["avg_bytes"] >= 8) & (sizes["avg_bytes"] <= 16)]
+        bitvector = int(words["calls"].sum())
         # every cycle makes one bit-vector allreduce (cache on) or one gather (cache off)
-        rounds = max(int(signature.get("small_calls", 0)), int(calls.get("MPI_Gather", 0)))
+        rounds = max(bitvector, int(calls.get("MPI_Gather", 0)))
         tasks = profile.tasks[profile.tasks["taskid"] == rank]
         elapsed = float(tasks["elapsed_s"].iloc[0]) if len(tasks) else math.nan
         rows.append({
             "run": run,
-            "bitvector_allreduces": int(signature.get("small_calls", 0)),
+            "bitvector_allreduces": bitvector,
             "gathers": int(calls.get("MPI_Gather", 0)),
             "gathervs": int(calls.get("MPI_Gatherv", 0)),
             "bcasts": int(calls.get("MPI_Bcast", 0)),
-            "negotiation_time_s": float(signature.get("small_time_s", 0.0))
+            "negotiation_time_s": float(words["time_s"].sum())
             + float(seconds.get("MPI_Gather", 0.0)) + float(seconds.get("MPI_Gatherv", 0.0)),
             "gradient_allreduces": int(signature.get("large_calls", 0)),
             "gradient_bytes": float(signature.get("large_bytes", 0.0)),
