@@ -12,7 +12,11 @@
 #      operations, which need a CUDA toolkit ("Could NOT find CUDAToolkit"): the build is made
 #      CPU-only whatever torch build is installed (no CUDA/ROCm detection from torch or nvcc);
 #   4. Python 3.12 removed distutils: the torch CMake file asks distutils for Python's include
-#      folder, and horovodrun imports distutils.spawn; both use sysconfig / shutil instead.
+#      folder, and horovodrun imports distutils.spawn; both use sysconfig / shutil instead;
+#   5. gcc >= 13 (Debian 13, Ubuntu 24.04) no longer includes <stdexcept> and <string> through
+#      other standard headers ("'logic_error' is not a member of 'std'", "'string' in namespace
+#      'std' does not name a type"): the includes are added; gcc 14 rejects flatbuffers'
+#      never-used span::operator= ("assignment of read-only member"): it is removed.
 # The wheel is cached outside the clone, keyed by Horovod, torch (version and build),
 # TensorFlow and Python versions, so a second setup (or CI on a fresh clone) does not recompile.
 # The build log is kept in the cache folder: $WORKSHOP_CACHE/logs/.
@@ -55,7 +59,7 @@ fi
 wheel=$(ls "$WHEEL_DIR"/horovod-*.whl 2>/dev/null | head -n 1 || true)
 if [[ -z "$wheel" ]]; then
     echo "[horovod] no cached wheel in $WHEEL_DIR: building Horovod $HOROVOD_VERSION from source"
-    echo "[horovod] this compiles PyTorch, TensorFlow, Gloo and MPI parts (about 20 min on 2 cores)"
+    echo "[horovod] this compiles PyTorch, TensorFlow, Gloo and MPI parts (4-20 min, by machine)"
     build_dir=$(mktemp -d "${TMPDIR:-/tmp}/horovod-build.XXXXXX")
     trap 'rm -rf "$build_dir"' EXIT
     (cd "$build_dir" && "$PY" -m pip download --quiet --no-deps --no-binary :all: \
@@ -94,7 +98,15 @@ edit("horovod/torch/CMakeLists.txt",
      "\"import sysconfig; print(sysconfig.get_paths()['include'])\"")
 edit("horovod/runner/js_run.py", r"from distutils\.spawn import find_executable",
      "from shutil import which as find_executable")
-print("[horovod] source fixes applied: no XLA ops, CPU-only, no distutils")
+# 5. gcc >= 13/14: missing standard includes, and an ill-formed template member that gcc 14
+#    rejects even though it is never used (flatbuffers' span::operator= assigns a const member).
+edit("horovod/common/common.h", r"#include <functional>\n", "#include <functional>\n#include <stdexcept>\n")
+edit("horovod/common/group_table.h", r"#include <queue>\n", "#include <queue>\n#include <string>\n")
+edit("third_party/flatbuffers/include/flatbuffers/stl_emulation.h",
+     r"\n  FLATBUFFERS_CONSTEXPR_CPP14 span &operator=\(const span &other\)\n"
+     r"      FLATBUFFERS_NOEXCEPT \{\n    data_ = other.data_;\n    count_ = other.count_;\n  \}\n",
+     "\n")
+print("[horovod] source fixes applied: no XLA ops, CPU-only, no distutils, gcc 13/14")
 PY
 
     # Fix 1: a compiler wrapper that puts -std=c++17 last.

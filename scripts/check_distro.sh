@@ -7,11 +7,13 @@
 #
 #   sudo bash scripts/check_distro.sh            # Debian 13 (trixie): gcc 14, cmake 3.31,
 #                                                # Open MPI 5, Python 3.13
-#   sudo bash scripts/check_distro.sh --gcc 13   # the same with gcc-13 (Ubuntu 24.04's gcc)
+#   sudo bash scripts/check_distro.sh --gcc 13 --cmake 3.28.4 --setup-only
+#                                                # Ubuntu 24.04's gcc and cmake, setup only
 #
 # Options: --suite NAME (default trixie)  --mirror URL (default http://deb.debian.org/debian)
 #   --dir DIR (root and logs; default /var/tmp/workshop-check-distro/SUITE[-gccN])
-#   --gcc N (build with gcc-N/g++-N)  --keep (keep the root afterwards)
+#   --gcc N (build with gcc-N/g++-N)  --cmake VERSION (PyPI's cmake==VERSION instead of Debian's)
+#   --setup-only (run only the first command)  --keep (keep the root afterwards)
 #   --build-lock FILE (run the setup command, which compiles Horovod, under `flock FILE`)
 #   --cpu-lock FILE (share this host lock file with the tests' live runs inside the root)
 # The summary (versions, time of each command, pytest's last line) is printed and written to
@@ -20,22 +22,25 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SUITE=trixie MIRROR=http://deb.debian.org/debian DIR="" GCC="" KEEP=0 BUILD_LOCK="" CPU_LOCK=""
+CMAKE="" SETUP_ONLY=0
 while (($#)); do
     case "$1" in
         --suite) SUITE=$2; shift ;;
         --mirror) MIRROR=$2; shift ;;
         --dir) DIR=$2; shift ;;
         --gcc) GCC=$2; shift ;;
+        --cmake) CMAKE=$2; shift ;;
+        --setup-only) SETUP_ONLY=1 ;;
         --keep) KEEP=1 ;;
         --build-lock) BUILD_LOCK=$2; shift ;;
         --cpu-lock) CPU_LOCK=$2; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "check_distro.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
 done
 [[ $(id -u) == 0 ]] || { echo "check_distro.sh needs root (debootstrap, chroot)" >&2; exit 1; }
-DIR="${DIR:-/var/tmp/workshop-check-distro/$SUITE${GCC:+-gcc$GCC}}"
+DIR="${DIR:-/var/tmp/workshop-check-distro/$SUITE${GCC:+-gcc$GCC}${CMAKE:+-cmake$CMAKE}}"
 ROOT="$DIR/root"
 say() { echo "[check-distro] $*"; }
 
@@ -113,6 +118,16 @@ if [[ -n "$GCC" ]]; then
         || { tail -n 20 "$DIR/gcc.log" >&2; exit 1; }
 fi
 
+if [[ -n "$CMAKE" ]]; then
+    say "installing PyPI's cmake==$CMAKE as /usr/local/bin/cmake"
+    in_root "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends python3-venv >/dev/null && python3 -m venv /opt/cmake \
+        && /opt/cmake/bin/pip install -q cmake==$CMAKE \
+        && ln -sf \$(/opt/cmake/bin/python -c 'import cmake; print(cmake.CMAKE_BIN_DIR)')/cmake \
+            /usr/local/bin/cmake && cmake --version" >"$DIR/cmake.log" 2>&1 \
+        || { tail -n 20 "$DIR/cmake.log" >&2; exit 1; }
+fi
+
 say "README command 1: bash scripts/setup.sh (log $DIR/setup.log)"
 start=$(date +%s)
 setup_rc=0
@@ -121,7 +136,7 @@ setup_s=$(($(date +%s) - start))
 say "setup: exit $setup_rc after $setup_s s"
 
 test_rc=-1 test_s=0
-if [[ $setup_rc == 0 ]]; then
+if [[ $setup_rc == 0 && $SETUP_ONLY == 0 ]]; then
     say "README command 2: bash scripts/test.sh (log $DIR/test.log)"
     start=$(date +%s)
     test_rc=0
@@ -136,7 +151,8 @@ versions=$(in_root 'echo "Debian $(cat /etc/debian_version)";
     .venv/bin/workshop doctor 2>/dev/null | grep -A1 "^torch" | tr -s " " | paste -sd " "' \
     2>&1 || true)
 {
-    echo "suite: $SUITE ($MIRROR)${GCC:+, CC=gcc-$GCC CXX=g++-$GCC}; commit: $commit;" \
+    echo "suite: $SUITE ($MIRROR)${GCC:+, CC=gcc-$GCC CXX=g++-$GCC}${CMAKE:+, PyPI cmake $CMAKE};" \
+        "commit: $commit;" \
         "host CA bundle for HTTPS: ${certs:+yes}${certs:-no}"
     echo "$versions"
     echo "horovod build: $(grep -E '^\[horovod\] (cmake|built in|installed|using cached)' \
@@ -145,9 +161,11 @@ versions=$(in_root 'echo "Debian $(cat /etc/debian_version)";
     if [[ $test_rc != -1 ]]; then
         echo "bash scripts/test.sh: exit $test_rc, $test_s s;" \
             "pytest: $(grep -E '^=+ .*(passed|failed|error).* =+$' "$DIR/test.log" | tail -n 1)"
+    elif [[ $setup_rc == 0 ]]; then
+        echo "bash scripts/test.sh: not run (--setup-only)"
     else
         echo "bash scripts/test.sh: not run (setup failed; last lines of setup.log below)"
         tail -n 30 "$DIR/setup.log"
     fi
 } | tee "$DIR/summary.txt"
-[[ $setup_rc == 0 && $test_rc == 0 ]]
+[[ $setup_rc == 0 && ($test_rc == 0 || $SETUP_ONLY == 1) ]]
