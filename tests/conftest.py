@@ -1,27 +1,52 @@
-"""Shared fixtures. Live tests start real Horovod processes; they are serialised with the other
-heavy jobs on this machine through a file lock (the machine has 2 cores)."""
+"""Shared fixtures: the machine-wide CPU lock, Horovod's presence, recorded samples, and the
+stand-ins (a fake launcher, fake programs) that several test files use.
+
+Tests that start real processes (Horovod ranks, Gloo workers, mpirun) are marked ``live`` and
+take the CPU lock: they are serialised with the other heavy jobs on this machine (2 cores).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import fcntl
+import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from workshop.launch.environment import find_program
+from workshop.launch.run import RunConfig, RunError
+from workshop.paths import data_path
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK_PATH = Path(os.environ.get("WORKSHOP_CPU_LOCK", "/tmp/workshop-cpu.lock"))
 
 
-@pytest.fixture
-def cpu_lock():
-    """Hold the machine-wide lock while a live run executes."""
+@contextlib.contextmanager
+def _machine_lock():
     with LOCK_PATH.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def cpu_lock():
+    """Hold the machine-wide lock while a live test's processes run."""
+    with _machine_lock():
         yield
-        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def cpu_lock_module():
+    """The same lock, held across a module whose tests share long-lived processes."""
+    with _machine_lock():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +54,103 @@ def horovod_ready():
     """Skip nothing silently: live tests fail loudly when Horovod is missing."""
     if not find_program("horovodrun"):
         pytest.fail("horovodrun not found: run `bash scripts/setup.sh --no-run` first")
+
+
+# --------------------------------------------------------------------------------------------
+# Recorded samples (data/, see each folder's README for its provenance)
+
+
+@pytest.fixture(scope="session")
+def seed000_logs() -> list[Path]:
+    """Seed 000's per-epoch logs of PyTorch CIFAR-10 on ThetaGPU, 1, 2 and 4 GPUs."""
+    return [data_path("seeds", f"000-pytorch_cifar10.out.{n}") for n in (1, 2, 4)]
+
+
+@pytest.fixture(scope="session")
+def seed004_tables() -> list[Path]:
+    """Seed 004's two result tables (wall time, throughput) of resnet_v2_101, 1-32 GPUs."""
+    return [data_path("seeds", f"004-resnet_v2_101-{kind}.tsv")
+            for kind in ("walltime", "throughput")]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# Stand-ins
+
+
+@pytest.fixture
+def fake_program():
+    """Make an executable shell script: ``fake_program(path, body) -> path`` (a stand-in for
+    horovodrun, mpirun, a site's ``module`` command, ...)."""
+
+    def make(path: Path, body: str = "exit 0\n") -> Path:
+        path.write_text("#!/bin/sh\n" + body)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return path
+
+    return make
+
+
+class FakeLauncher:
+    """Stands in for :func:`workshop.launch.run.launch`: writes a finished run directory in the
+    documented layout (docs/run-directory.md) whose timings follow a simple model, so sweeps and
+    their analyses can be tested without Horovod. Runs named in ``fail`` fail."""
+
+    def __init__(self, fail: set[str] = frozenset()):
+        self.calls: list[str] = []
+        self.fail = fail
+
+    def __call__(self, config: RunConfig, *, out_dir, name, quiet, command):
+        self.calls.append(name)
+        run_dir = Path(out_dir) / name
+        suffix = 2
+        while run_dir.exists():
+            run_dir = Path(out_dir) / f"{name}-{suffix}"
+            suffix += 1
+        run_dir.mkdir()
+        status = "failed" if name in self.fail else "ok"
+        step = 0.001 * config.batch_size + 0.002 * (config.np - 1)
+        steps = 10
+        metrics = []
+        for epoch in range(1, config.epochs + 1):
+            train = steps * step + (1.0 if epoch == 1 else 0.0)
+            metrics.append({
+                "epoch": epoch, "train_time_s": train, "test_time_s": 0.1,
+                "epoch_time_s": train + 0.1, "samples_per_s": steps * config.batch_size
+                * config.np / train, "steps": steps, "samples": steps * config.batch_size,
+                "train_loss": 1.0 / epoch, "train_accuracy": 0.5 + 0.1 * epoch,
+                "test_loss": 1.1 / epoch, "test_accuracy": 0.45 + 0.1 * epoch,
+                "lr": config.lr, "elapsed_s": train * epoch,
+            })  # fmt: skip
+        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+        total_train = sum(m["train_time_s"] for m in metrics)
+        summary = {"init_time_s": 2.0, "train_time_s": total_train,
+                   "total_time_s": 2.0 + total_train + 0.3,
+                   "final_test_accuracy": metrics[-1]["test_accuracy"],
+                   "lr_effective": config.lr}  # fmt: skip
+        if status == "ok":
+            (run_dir / "summary.json").write_text(json.dumps(summary))
+        record = {
+            "schema": 1,
+            "name": run_dir.name,
+            "config": dataclasses.asdict(config),
+            "status": status,
+            "host": {"cores": os.cpu_count()},
+            "data": {"name": config.dataset, "synthetic": False},
+            "duration_s": 3.0,
+        }
+        (run_dir / "run.json").write_text(json.dumps(record))
+        if status != "ok":
+            raise RunError(f"run failed; see {run_dir}/logs")
+        return run_dir
+
+
+@pytest.fixture
+def fake_launcher():
+    """The :class:`FakeLauncher` class: ``fake_launcher()`` or ``fake_launcher(fail={...})``."""
+    return FakeLauncher
+
+
+@pytest.fixture
+def sweep_base() -> RunConfig:
+    """The base configuration the sweep tests vary: one worker, 3 epochs, fixed LR."""
+    return RunConfig(np=1, epochs=3, batch_size=32, lr_scaling="none", timeline=False)

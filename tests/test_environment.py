@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -20,19 +19,13 @@ BARE_PATH = "/usr/bin:/bin"
 WORKSHOP = Path(sys.executable).parent / "workshop"
 
 
-def _executable(path: Path) -> Path:
-    path.write_text("#!/bin/sh\nexit 0\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
-def test_the_interpreters_folder_comes_before_path(tmp_path, monkeypatch):
+def test_the_interpreters_folder_comes_before_path(tmp_path, monkeypatch, fake_program):
     venv_bin, other_bin = tmp_path / "venv" / "bin", tmp_path / "elsewhere"
     venv_bin.mkdir(parents=True)
     other_bin.mkdir()
-    ours = _executable(venv_bin / "horovodrun")
-    _executable(other_bin / "horovodrun")
-    only_on_path = _executable(other_bin / "mpirun")
+    ours = fake_program(venv_bin / "horovodrun")
+    fake_program(other_bin / "horovodrun")
+    only_on_path = fake_program(other_bin / "mpirun")
     monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
     monkeypatch.setenv("PATH", str(other_bin))
     assert environment.find_program("horovodrun") == str(ours)

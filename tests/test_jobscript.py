@@ -223,11 +223,6 @@ def test_script_is_valid_bash_with_directives_first(case: str) -> None:
     assert all(len(line) < 100 for line in lines)
 
 
-def _stub(path: Path, body: str) -> None:
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-
-
 @pytest.mark.parametrize(
     ("case", "launcher"),
     [
@@ -238,7 +233,7 @@ def _stub(path: Path, body: str) -> None:
     ],
 )  # fmt: skip
 def test_script_runs_and_hands_over_launcher_and_options(
-    case: str, launcher: str, tmp_path: Path
+    case: str, launcher: str, tmp_path: Path, fake_program
 ) -> None:
     """Run the generated script with a stand-in Python that records what it was given."""
     stubs = tmp_path / "bin"
@@ -252,7 +247,7 @@ def test_script_runs_and_hands_over_launcher_and_options(
     )
     python.chmod(0o755)
     for tool in ("module", "conda"):  # site tools used by --setup lines
-        _stub(stubs / tool, f'echo "{tool} $*" >> {tmp_path}/setup.log\n')
+        fake_program(stubs / tool, f'echo "{tool} $*" >> {tmp_path}/setup.log\n')
     args = CASES[case][:]
     args[args.index("--python") + 1] = str(python)
     script = render_case(args)
@@ -291,10 +286,10 @@ def test_script_runs_and_hands_over_launcher_and_options(
 
 @pytest.mark.parametrize(("cpus_on_node", "threads"), [("16", "4"), ("2", "1"), (None, "1")])
 def test_slurm_threads_come_from_the_allocated_cpus(
-    cpus_on_node: str | None, threads: str, tmp_path: Path
+    cpus_on_node: str | None, threads: str, tmp_path: Path, fake_program
 ) -> None:
     python = tmp_path / "python"
-    _stub(python, f'echo "$@" > {tmp_path}/argv\n')
+    fake_program(python, f'echo "$@" > {tmp_path}/argv\n')
     argv = [*CASES["slurm-torch-mnist-cpu-1x4"]]
     argv[argv.index("--python") + 1] = str(python)
     (tmp_path / "job.sh").write_text(render_case(argv))

@@ -3,6 +3,7 @@ another exception, and never a wrong number."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -102,19 +103,41 @@ def _corrupt(raw: bytes, data: st.DataObject) -> bytes:
     return b"\n".join(lines)
 
 
+# An error names the file, the line (and byte, for bytes that are not UTF-8 text) and then, in
+# words, what is wrong there, e.g. ".../mpi_profile.1.0: line 7: not a row of the routine table: '...'".
+ERROR_AT_A_LINE = r"line \d+(?: \(byte \d+\))?: (?P<what>\S+(?: \S+)+)"
+
+
 @PROPERTY
 @given(name=st.sampled_from(sorted(SAMPLES)), data=st.data())
-def test_corruption_gives_an_error_or_a_result_never_a_crash(name, data):
+def test_corruption_gives_an_error_naming_file_line_and_fault_or_a_result(name, data):
     corrupted = _corrupt(SAMPLES[name], data)
     try:
         parse_mpitrace_bytes(corrupted, source="corrupt")
     except MpiTraceError as exc:
-        assert str(exc).startswith("corrupt: line "), str(exc)
-        return
-    try:
-        _read_and_explain(corrupted)
-    except MpiTraceError:
-        pass  # e.g. a rank changed so that the file name disagrees: a documented error
+        assert re.match(r"corrupt: " + ERROR_AT_A_LINE, str(exc)), str(exc)
+        parsed = False
+    else:
+        parsed = True
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "mpi_profile.1.0"
+        path.write_bytes(corrupted)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                prof = read_mpitrace(path)
+        except MpiTraceError as exc:
+            # the same verdict from the file as from its bytes, now naming the file
+            assert not parsed, f"the bytes parse but the file does not: {exc}"
+            match = re.match(re.escape(str(path)) + ": " + ERROR_AT_A_LINE, str(exc))
+            assert match, str(exc)
+            return
+        assert parsed, "the file reads but its bytes do not"
+        # a file that reads can be summarised and explained (no exception of any kind)
+        analysis.profile_summary(prof)
+        analysis.diagnose(prof)
+        analysis.comm_fraction(prof)
+        analysis.message_size_bins(prof)
 
 
 @PROPERTY

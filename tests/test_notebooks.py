@@ -104,8 +104,17 @@ def check_value(name: str, got, spec: dict) -> str | None:
     return None
 
 
+def replay_params() -> list:
+    """One param per notebook; those whose replay still starts real processes (notebook 01's
+    Gloo workers, ``demo.Workers``) are also marked ``live``."""
+    return [
+        pytest.param(p, id=p.stem, marks=[pytest.mark.live] if "Workers(" in p.read_text() else [])
+        for p in NOTEBOOKS
+    ]
+
+
 @pytest.mark.notebook
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+@pytest.mark.parametrize("path", replay_params())
 def test_replay_matches_expected_values(path, tmp_path):
     expected_path = EXPECTED / f"{path.stem}.json"
     assert expected_path.exists(), f"no expected values: {expected_path}"

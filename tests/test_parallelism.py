@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import doctest
-import fcntl
 import itertools
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -357,23 +355,13 @@ def test_demo_config_checks():
 
 
 # --------------------------------------------------------------------------------------------
-# Real processes
+# Real processes (Gloo workers: live)
 
 SMALL = demo.DemoConfig(widths=(32, 64, 64, 32, 10), global_batch=32, steps=4, lr=0.3)
-LOCK_PATH = Path(os.environ.get("WORKSHOP_CPU_LOCK", "/tmp/workshop-cpu.lock"))
 
 
 @pytest.fixture(scope="module")
-def machine_lock():
-    """The machine-wide CPU lock (see conftest.cpu_lock), held for all real-process tests."""
-    with LOCK_PATH.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-        fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-@pytest.fixture(scope="module")
-def workers(machine_lock):
+def workers(cpu_lock_module):
     """Two real processes in one Gloo group, shared by the tests below (start-up ~ seconds)."""
     with demo.Workers(2, timeout_s=60) as w:
         yield w
@@ -384,11 +372,13 @@ def single(workers):
     return workers.single_process(SMALL)
 
 
+@pytest.mark.live
 def test_workers_started(workers):
     assert workers.info["rank"].tolist() == [0, 1]
     assert workers.info["pid"].nunique() == 2 and os.getpid() not in workers.info["pid"].tolist()
 
 
+@pytest.mark.live
 def test_data_parallel_matches_one_process_with_the_global_batch(workers, single):
     dp = workers.data_parallel(SMALL)
     moved = est.max_param_diff(single["initial"], single["params"])
@@ -402,6 +392,7 @@ def test_data_parallel_matches_one_process_with_the_global_batch(workers, single
     assert (est.step_times(ev)["step_s"] > 0).all()
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("microbatches", [1, 4])
 def test_model_parallel_matches_one_process(workers, single, microbatches):
     mp = workers.model_parallel(SMALL, microbatches=microbatches)
@@ -421,6 +412,7 @@ def test_model_parallel_matches_one_process(workers, single, microbatches):
     assert (u["communication_s"] > 0).all()
 
 
+@pytest.mark.live
 def test_bad_requests_are_refused_before_anything_runs(workers):
     with pytest.raises(ValueError, match="micro-batches"):
         workers.model_parallel(SMALL, microbatches=5)
@@ -428,6 +420,7 @@ def test_bad_requests_are_refused_before_anything_runs(workers):
         workers.data_parallel(demo.DemoConfig(global_batch=33))
 
 
+@pytest.mark.live
 def test_a_failing_rank_reports_its_traceback(workers):
     with pytest.raises(RuntimeError, match="(?s)rank 0:.*KeyError"):
         workers._run("no_such_job", SMALL)
@@ -435,7 +428,8 @@ def test_a_failing_rank_reports_its_traceback(workers):
     assert workers.data_parallel(SMALL)["processes"] == 2
 
 
-def test_three_stage_pipeline_and_close(machine_lock):
+@pytest.mark.live
+def test_three_stage_pipeline_and_close(cpu_lock_module):
     """A middle stage receives activations and sends gradients both ways."""
     with demo.Workers(3, timeout_s=60) as w:
         ref = w.single_process(SMALL)

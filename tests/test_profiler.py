@@ -119,8 +119,9 @@ def test_launch_env(lib, tmp_path, monkeypatch):
     assert env["LD_PRELOAD"] == f"{lib}:/other/lib.so" and env["SAVE_ALL_TASKS"] == "yes"
 
 
+@pytest.mark.live  # mpirun starts MPI ranks
 @needs_mpi
-def test_exact_counts_of_a_real_run(lib, tmp_path, monkeypatch):
+def test_exact_counts_of_a_real_run(lib, tmp_path, monkeypatch, cpu_lock):
     monkeypatch.delenv("SAVE_ALL_TASKS", raising=False)
     run_dir = tmp_path / "run"
     env = profiler.launch_env(run_dir) | {"WORKSHOP_MPI_PROFILE_JOBID": "t1"}
@@ -160,8 +161,9 @@ def test_exact_counts_of_a_real_run(lib, tmp_path, monkeypatch):
         assert abs(routine_time[rank] - files.loc[rank, "comm_s"]) < 0.001 * 21
 
 
+@pytest.mark.live  # mpirun starts MPI ranks
 @needs_mpi
-def test_only_rank0_and_extremes_write_unless_save_all(lib, tmp_path, monkeypatch):
+def test_only_rank0_and_extremes_write_unless_save_all(lib, tmp_path, monkeypatch, cpu_lock):
     monkeypatch.delenv("SAVE_ALL_TASKS", raising=False)
     default_dir, all_dir = tmp_path / "default", tmp_path / "all"
     mpirun(
@@ -186,8 +188,9 @@ def test_only_rank0_and_extremes_write_unless_save_all(lib, tmp_path, monkeypatc
     assert "Summary for all tasks" not in non_zero  # only rank 0's file has the summary
 
 
+@pytest.mark.live  # mpirun starts MPI ranks
 @needs_mpi
-def test_default_job_id_is_rank0_pid_and_directory_is_cwd(lib, tmp_path):
+def test_default_job_id_is_rank0_pid_and_directory_is_cwd(lib, tmp_path, cpu_lock):
     # without launch_env's variables: the library names files by rank 0's pid, in the cwd
     cmd = ["mpirun", "-np", "2", "--oversubscribe", "-x", f"LD_PRELOAD={lib}",
            str(profiler.exercise_path()), "exercise", "5"]  # fmt: skip

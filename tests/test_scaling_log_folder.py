@@ -10,8 +10,6 @@ import pytest
 from workshop.cli import main
 from workshop.paths import data_path
 
-SEED000 = [data_path("seeds", f"000-pytorch_cifar10.out.{n}") for n in (1, 2, 4)]
-
 
 def _report(capsys, *paths) -> dict:
     assert main(["scaling", "report", *map(str, paths), "--json"]) == 0
@@ -20,12 +18,12 @@ def _report(capsys, *paths) -> dict:
     return report
 
 
-def test_a_folder_of_epoch_logs_reads_like_its_files(tmp_path, capsys):
-    for path in SEED000:
+def test_a_folder_of_epoch_logs_reads_like_its_files(tmp_path, capsys, seed000_logs):
+    for path in seed000_logs:
         shutil.copy(path, tmp_path / path.name)
     (tmp_path / "README.md").write_text("# Seed 000's logs\n\nCopied from the seed.\n")
     (tmp_path / ".hidden").write_text("Epoch 1:  training 1.0(s) - testing 1.0(s)\n")
-    by_file = _report(capsys, *SEED000)
+    by_file = _report(capsys, *seed000_logs)
     by_folder = _report(capsys, tmp_path)
     assert by_folder == by_file
     assert by_folder["kind"] == "epoch-log" and by_folder["np"] == [1, 2, 4]
@@ -33,11 +31,10 @@ def test_a_folder_of_epoch_logs_reads_like_its_files(tmp_path, capsys):
     assert by_folder["first_epoch_overhead_s"]["2"] == pytest.approx(22.17, abs=0.01)
 
 
-def test_a_folder_of_tables_reads_like_its_files(tmp_path, capsys):
-    tables = [data_path("seeds", f"004-resnet_v2_101-{k}.tsv") for k in ("walltime", "throughput")]
-    for path in tables:
+def test_a_folder_of_tables_reads_like_its_files(tmp_path, capsys, seed004_tables):
+    for path in seed004_tables:
         shutil.copy(path, tmp_path / path.name)
-    assert _report(capsys, tmp_path) == _report(capsys, *tables)
+    assert _report(capsys, tmp_path) == _report(capsys, *seed004_tables)
 
 
 def test_a_folder_mixing_logs_and_tables_or_holding_neither_is_named(tmp_path, capsys):

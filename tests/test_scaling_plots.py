@@ -13,7 +13,6 @@ import pytest  # noqa: E402
 
 from workshop.analysis import commodel, lr, scaling  # noqa: E402
 from workshop.io import logs  # noqa: E402
-from workshop.paths import data_path  # noqa: E402
 from workshop.plot import lr as plot_lr  # noqa: E402
 from workshop.plot import scaling as plot_scaling  # noqa: E402
 
@@ -24,9 +23,8 @@ def _close():
     plt.close("all")
 
 
-def test_speedup_efficiency_and_epoch_plots():
-    paths = [data_path("seeds", f"000-pytorch_cifar10.out.{n}") for n in (1, 2, 4)]
-    epochs = logs.read_epoch_logs(paths)
+def test_speedup_efficiency_and_epoch_plots(seed000_logs):
+    epochs = logs.read_epoch_logs(seed000_logs)
     table = scaling.speedup_table(scaling.runs_from_epochs(epochs))
     ax = plot_scaling.plot_speedup(
         table,
@@ -88,7 +86,12 @@ def test_batch_size_plot_says_what_the_data_shows():
 def test_batch_sync_comm_tuning_plots():
     sync = scaling.sync_overhead(pd.DataFrame({"np": [1, 2], "steps": [10, 5],
                                                "steady_epoch_time_s": [1.0, 0.6]}))  # fmt: skip
-    plot_scaling.plot_sync(sync)
+    ax = plot_scaling.plot_sync(sync)
+    # step time np=1: 1.0 s / 10 steps = 100 ms; np=2: 0.6 s / 5 = 120 ms -> 20 ms of sync per
+    # step at np=2 (0 at np=1), x 5 steps = 0.1 s per epoch
+    assert [bar.get_height() for bar in ax.patches] == pytest.approx([0, 20])
+    twin = next(other for other in ax.figure.axes if other is not ax)
+    assert twin.get_lines()[0].get_ydata().tolist() == pytest.approx([0, 0.1])
     sizes = np.geomspace(100, 1e6, 10)
     ops = pd.DataFrame(
         {
@@ -103,7 +106,13 @@ def test_batch_sync_comm_tuning_plots():
     pred = commodel.predict_scaling(fit, compute_time_s=0.01, bytes_per_step=1e6,
                                     allreduces_per_step=1, batch_size=32)  # fmt: skip
     measured = pd.DataFrame({"np": [1, 2], "speedup_throughput": [1.0, 1.8]})
-    plot_scaling.plot_prediction(commodel.compare_prediction(pred, measured))
+    ax = plot_scaling.plot_prediction(commodel.compare_prediction(pred, measured))
+    ideal, model, meas = ax.get_lines()
+    assert ideal.get_xdata().tolist() == [1, 2, 4, 8, 16, 32]
+    # np=2: ring time 2 x 20 us + 1e6 B / 1e9 B/s = 1.04 ms, step 10 + 1.04 ms; speedup =
+    # (2 x 32 / 11.04 ms) / (32 / 10 ms) = 20 / 11.04 = 1.8116
+    assert model.get_ydata()[1] == pytest.approx(20 / 11.04, rel=1e-3)
+    assert meas.get_xdata().tolist() == [1, 2] and meas.get_ydata().tolist() == [1.0, 1.8]
     tuning = scaling.tuning_table(
         pd.DataFrame(
             {
@@ -145,8 +154,19 @@ def test_lr_plots():
     assert ax.get_xlabel() == "training time (s)"
     acc = pd.DataFrame({"global_batch_size": [32, 512], "final_test_accuracy": [0.9, 0.7],
                         "best_test_accuracy": [0.9, 0.75]})  # fmt: skip
-    plot_lr.plot_accuracy_vs_batch(acc)
+    ax = plot_lr.plot_accuracy_vs_batch(acc)
+    final, best = ax.get_lines()
+    assert final.get_ydata().tolist() == [0.9, 0.7] and best.get_ydata().tolist() == [0.9, 0.75]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "512"]
     schedules = {"linear + warmup": lr.lr_schedule(0.01, 512, 32, "linear", warmup_epochs=1)}
     ax = plot_lr.plot_lr_schedules(schedules)
     assert max(ax.get_lines()[0].get_ydata()) == pytest.approx(0.16)
-    plot_lr.plot_train_test_gap(lr.train_test_gap(epochs))
+    ax = plot_lr.plot_train_test_gap(lr.train_test_gap(epochs))
+    zero, run_a, run_b = ax.get_lines()
+    assert list(zero.get_ydata()) == [0, 0]
+    # train - test accuracy: a: 0.6-0.5, 0.9-0.8; b: 0.3-0.3, 0.5-0.4
+    assert run_a.get_ydata().tolist() == pytest.approx([0.1, 0.1])
+    assert run_b.get_ydata().tolist() == pytest.approx([0.0, 0.1])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "batch 32, lr none", "batch 512, lr linear + 1 ep warmup",
+    ]  # fmt: skip

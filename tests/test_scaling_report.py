@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_sweep_launch import BASE, FakeLauncher
 
 from workshop.cli import main
 from workshop.launch import sweep
@@ -17,12 +16,8 @@ def _json(capsys, *paths):
     return json.loads(capsys.readouterr().out)
 
 
-def test_seed004_tables_json(capsys):
-    report = _json(
-        capsys,
-        data_path("seeds", "004-resnet_v2_101-walltime.tsv"),
-        data_path("seeds", "004-resnet_v2_101-throughput.tsv"),
-    )
+def test_seed004_tables_json(capsys, seed004_tables):
+    report = _json(capsys, *seed004_tables)
     assert report["kind"] == "table"
     assert report["np"] == [1, 2, 4, 8, 16, 32]
     assert report["speedup"]["train"]["32"] == pytest.approx(11.64, abs=0.005)
@@ -35,8 +30,8 @@ def test_seed004_tables_json(capsys):
     assert report["groups"][0]["amdahl"]["metric"] == "throughput"
 
 
-def test_seed000_logs_json_and_text(capsys):
-    paths = [data_path("seeds", f"000-pytorch_cifar10.out.{n}") for n in (1, 2, 4)]
+def test_seed000_logs_json_and_text(capsys, seed000_logs):
+    paths = seed000_logs
     report = _json(capsys, *paths)
     overhead = report["first_epoch_overhead_s"]
     assert set(overhead) == {"1", "2", "4"}
@@ -56,9 +51,9 @@ def test_single_log_has_overhead_but_no_speedup(capsys):
     assert report["first_epoch_overhead_s"]["4"] == pytest.approx(21.86, abs=0.01)
 
 
-def test_sweep_folder_report(tmp_path, capsys):
-    sweep.run_sweep(tmp_path, BASE, {"np": [1, 2], "batch_size": [16, 32, 64]},
-                    launcher=FakeLauncher(), progress=False)  # fmt: skip
+def test_sweep_folder_report(tmp_path, capsys, sweep_base, fake_launcher):
+    sweep.run_sweep(tmp_path, sweep_base, {"np": [1, 2], "batch_size": [16, 32, 64]},
+                    launcher=fake_launcher(), progress=False)  # fmt: skip
     report = _json(capsys, tmp_path)
     assert report["kind"] == "runs"
     assert len(report["groups"]) == 3  # one np-1-vs-2 group per batch size

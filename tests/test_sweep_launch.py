@@ -1,112 +1,57 @@
 """``workshop sweep``: grid expansion, refusal of np above the core count, resumption, the
 manifest, reading a sweep back. A stand-in launcher writes run directories in the documented
-layout (docs/run-directory.md) so these tests run without Horovod; real sweeps are recorded in
-data/sweeps/ and checked in test_sweep_recorded.py."""
+layout (docs/run-directory.md; tests/conftest.py's fake_launcher) so these tests run without
+Horovod; real sweeps are recorded in data/sweeps/ and checked in test_sweep_recorded.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from workshop.io.sweep import read_sweep
 from workshop.launch import sweep
-from workshop.launch.run import RunConfig, RunError
 
 
-class FakeLauncher:
-    """Writes a finished run directory whose timings follow a simple model."""
-
-    def __init__(self, fail: set[str] = frozenset()):
-        self.calls: list[str] = []
-        self.fail = fail
-
-    def __call__(self, config: RunConfig, *, out_dir, name, quiet, command):
-        self.calls.append(name)
-        run_dir = Path(out_dir) / name
-        suffix = 2
-        while run_dir.exists():
-            run_dir = Path(out_dir) / f"{name}-{suffix}"
-            suffix += 1
-        run_dir.mkdir()
-        status = "failed" if name in self.fail else "ok"
-        step = 0.001 * config.batch_size + 0.002 * (config.np - 1)
-        steps = 10
-        metrics = []
-        for epoch in range(1, config.epochs + 1):
-            train = steps * step + (1.0 if epoch == 1 else 0.0)
-            metrics.append({
-                "epoch": epoch, "train_time_s": train, "test_time_s": 0.1,
-                "epoch_time_s": train + 0.1, "samples_per_s": steps * config.batch_size
-                * config.np / train, "steps": steps, "samples": steps * config.batch_size,
-                "train_loss": 1.0 / epoch, "train_accuracy": 0.5 + 0.1 * epoch,
-                "test_loss": 1.1 / epoch, "test_accuracy": 0.45 + 0.1 * epoch,
-                "lr": config.lr, "elapsed_s": train * epoch,
-            })  # fmt: skip
-        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
-        total_train = sum(m["train_time_s"] for m in metrics)
-        summary = {"init_time_s": 2.0, "train_time_s": total_train,
-                   "total_time_s": 2.0 + total_train + 0.3,
-                   "final_test_accuracy": metrics[-1]["test_accuracy"],
-                   "lr_effective": config.lr}  # fmt: skip
-        if status == "ok":
-            (run_dir / "summary.json").write_text(json.dumps(summary))
-        record = {
-            "schema": 1,
-            "name": run_dir.name,
-            "config": dataclasses.asdict(config),
-            "status": status,
-            "host": {"cores": os.cpu_count()},
-            "data": {"name": config.dataset, "synthetic": False},
-            "duration_s": 3.0,
-        }
-        (run_dir / "run.json").write_text(json.dumps(record))
-        if status != "ok":
-            raise RunError(f"run failed; see {run_dir}/logs")
-        return run_dir
-
-
-BASE = RunConfig(np=1, epochs=3, batch_size=32, lr_scaling="none", timeline=False)
-
-
-def test_expand_grid_names_only_varying_keys():
-    points = sweep.expand_grid(BASE, {"np": [1, 2], "batch_size": [32, 64], "lr": [0.01]})
+def test_expand_grid_names_only_varying_keys(sweep_base):
+    points = sweep.expand_grid(sweep_base, {"np": [1, 2], "batch_size": [32, 64], "lr": [0.01]})
     assert [name for name, _ in points] == [
         "p00-np1-bs32", "p01-np1-bs64", "p02-np2-bs32", "p03-np2-bs64",
     ]  # fmt: skip
     assert points[3][1].np == 2 and points[3][1].batch_size == 64 and points[3][1].lr == 0.01
     with pytest.raises(ValueError, match="'batchsize' is not a run option"):
-        sweep.expand_grid(BASE, {"batchsize": [1]})
+        sweep.expand_grid(sweep_base, {"batchsize": [1]})
     with pytest.raises(ValueError, match="no values for 'np'"):
-        sweep.expand_grid(BASE, {"np": []})
+        sweep.expand_grid(sweep_base, {"np": []})
 
 
-def test_np_above_core_count_is_refused_unless_oversubscribed():
+def test_np_above_core_count_is_refused_unless_oversubscribed(sweep_base):
     too_many = (os.cpu_count() or 1) + 1
-    points = sweep.expand_grid(BASE, {"np": [1, too_many]})
+    points = sweep.expand_grid(sweep_base, {"np": [1, too_many]})
     with pytest.raises(ValueError) as info:
         sweep.check_points(points)
     message = str(info.value)
     assert f"1 of 2 sweep points cannot run on this machine ({os.cpu_count()} cores)" in message
     assert f"np={too_many}" in message and "--oversubscribe" in message
-    over = dataclasses.replace(BASE, oversubscribe=True)
+    over = dataclasses.replace(sweep_base, oversubscribe=True)
     sweep.check_points(sweep.expand_grid(over, {"np": [1, too_many]}))
 
 
-def test_refused_sweep_starts_nothing(tmp_path):
-    fake = FakeLauncher()
+def test_refused_sweep_starts_nothing(tmp_path, sweep_base, fake_launcher):
+    fake = fake_launcher()
     with pytest.raises(ValueError):
-        sweep.run_sweep(tmp_path / "s", BASE, {"np": [1, 1000]}, launcher=fake, progress=False)
+        sweep.run_sweep(
+            tmp_path / "s", sweep_base, {"np": [1, 1000]}, launcher=fake, progress=False
+        )
     assert fake.calls == [] and not (tmp_path / "s").exists()
 
 
-def test_sweep_runs_resumes_and_records_failures(tmp_path):
+def test_sweep_runs_resumes_and_records_failures(tmp_path, sweep_base, fake_launcher):
     grid = {"np": [1, 2], "batch_size": [32, 64]}
-    fake = FakeLauncher(fail={"p03-np2-bs64"})
-    summary = sweep.run_sweep(tmp_path, BASE, grid, launcher=fake, progress=False,
+    fake = fake_launcher(fail={"p03-np2-bs64"})
+    summary = sweep.run_sweep(tmp_path, sweep_base, grid, launcher=fake, progress=False,
                               command=["workshop", "sweep"])  # fmt: skip
     assert fake.calls == ["p00-np1-bs32", "p01-np1-bs64", "p02-np2-bs32", "p03-np2-bs64"]
     assert summary["status"].tolist() == ["ok", "ok", "ok", "failed"]
@@ -119,8 +64,8 @@ def test_sweep_runs_resumes_and_records_failures(tmp_path):
 
     # Same sweep again: the three finished points are skipped, the failed one retried in a
     # new directory; the failed directory stays.
-    again = FakeLauncher()
-    summary = sweep.run_sweep(tmp_path, BASE, grid, launcher=again, progress=False)
+    again = fake_launcher()
+    summary = sweep.run_sweep(tmp_path, sweep_base, grid, launcher=again, progress=False)
     assert again.calls == ["p03-np2-bs64"]
     assert summary["status"].tolist() == ["skipped", "skipped", "skipped", "ok"]
     assert summary.loc[3, "run"] == "p03-np2-bs64-2"
@@ -129,15 +74,15 @@ def test_sweep_runs_resumes_and_records_failures(tmp_path):
     assert len(manifest["history"]) == 1
 
     # A changed configuration is not "finished".
-    changed = dataclasses.replace(BASE, epochs=2)
-    third = FakeLauncher()
+    changed = dataclasses.replace(sweep_base, epochs=2)
+    third = fake_launcher()
     sweep.run_sweep(tmp_path, changed, {"np": [1]}, launcher=third, progress=False)
     assert third.calls == ["p00"]
 
 
-def test_read_sweep_tables(tmp_path):
-    fake = FakeLauncher(fail={"p01-np2"})
-    sweep.run_sweep(tmp_path, BASE, {"np": [1, 2]}, launcher=fake, progress=False)
+def test_read_sweep_tables(tmp_path, sweep_base, fake_launcher):
+    fake = fake_launcher(fail={"p01-np2"})
+    sweep.run_sweep(tmp_path, sweep_base, {"np": [1, 2]}, launcher=fake, progress=False)
     runs, epochs = read_sweep(tmp_path)
     assert runs["run"].tolist() == ["p00-np1"]  # failed runs are left out
     row = runs.iloc[0]
@@ -157,10 +102,12 @@ def test_read_sweep_tables(tmp_path):
         read_sweep(tmp_path / "missing")
 
 
-def test_second_grid_adds_points_to_the_same_folder(tmp_path):
-    sweep.run_sweep(tmp_path, BASE, {"batch_size": [16]}, launcher=FakeLauncher(), progress=False)
-    large = dataclasses.replace(BASE, batch_size=256)
-    fake = FakeLauncher()
+def test_second_grid_adds_points_to_the_same_folder(tmp_path, sweep_base, fake_launcher):
+    sweep.run_sweep(
+        tmp_path, sweep_base, {"batch_size": [16]}, launcher=fake_launcher(), progress=False
+    )
+    large = dataclasses.replace(sweep_base, batch_size=256)
+    fake = fake_launcher()
     summary = sweep.run_sweep(tmp_path, large, {"lr_scaling": ["none", "linear"]},
                               launcher=fake, progress=False)  # fmt: skip
     assert fake.calls == ["p00-lrnone", "p01-lrlinear"] and len(summary) == 2
@@ -169,6 +116,6 @@ def test_second_grid_adds_points_to_the_same_folder(tmp_path):
     assert all(0 <= p["loadavg_1min"] for p in manifest["points"])
     runs, _ = read_sweep(tmp_path)
     assert sorted(runs["batch_size"]) == [16, 256, 256]
-    again = FakeLauncher()
-    sweep.run_sweep(tmp_path, BASE, {"batch_size": [16]}, launcher=again, progress=False)
+    again = fake_launcher()
+    sweep.run_sweep(tmp_path, sweep_base, {"batch_size": [16]}, launcher=again, progress=False)
     assert again.calls == []

@@ -103,9 +103,11 @@ def check(exercise: str, answer, *, expected, rel_tol: float = 0.0, abs_tol: flo
     Raises:
         ExerciseError: a wrong answer while ``WORKSHOP_EXERCISES_STRICT=1``.
 
-    >>> check("00.1", 41.5, expected=42, rel_tol=0.05).ok
+    >>> check("00.1", 41.5, expected=42, rel_tol=0.05).ok  # 41.5 is within 5 % of 42
+    [00.1] right: 42.
     True
     >>> check("00.2", None, expected=42).ok is None
+    [00.2] no answer yet: fill in your value, run the cell again.
     True
     """
     if answer is None:
