@@ -820,7 +820,8 @@ def compare_overlap(timelines: dict[str, Timeline], *, skip_steps: int = 1) -> p
         skip_steps: leading steps left out (step 0 negotiates on cache misses, start-up).
 
     Returns:
-        index ``label``: ``steps``, ``ops_per_step``, ``backward_end_us``,
+        index ``label``: ``steps``, ``step_us`` (median step time, :func:`step_starts`),
+        ``ops_per_step``, ``backward_end_us``,
         ``all_backward_end_us``, ``first_op_start_us``, ``op_us`` (medians over steps),
         ``overlap_share`` (all steps' op time before backward end / their op time),
         ``in_backward_all_share`` and ``in_backward_some_share`` (share of ops, cycle-exact;
@@ -831,7 +832,7 @@ def compare_overlap(timelines: dict[str, Timeline], *, skip_steps: int = 1) -> p
         cycles = tl.cycles if len(tl.cycles) else None
         steps = overlap_by_step(allreduce_overlap(tl.spans, cycles=cycles))
         steps = steps[steps["step"] >= skip_steps]
-        row = {"steps": len(steps)}
+        row = {"steps": len(steps), "step_us": float(step_starts(tl.spans)["dur_us"].median())}
         for col in ("ops", "backward_end_us", "all_backward_end_us", "first_op_start_us",
                     "op_us"):  # fmt: skip
             row["ops_per_step" if col == "ops" else col] = float(steps[col].median())
