@@ -91,10 +91,101 @@ def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_lock, horovod
     assert process.returncode == 130, output
     run_dir = tmp_path / "stopped"
     run = read_run(run_dir)
-    assert run["status"] == "interrupted"
+    assert run["status"] == "interrupted" and run["signal"] == "SIGINT"
+    assert run["exit_code"] == 130  # the launcher's own, not horovodrun's
     assert len(read_metrics(run_dir)) >= 1
     leftovers = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
     assert leftovers.stdout == ""
+
+
+def _start_long_run(run_dir: Path) -> tuple[subprocess.Popen, list]:
+    """Start `workshop run` for many epochs; return it, once epoch 1 has finished, and the
+    processes it started (horovodrun, Horovod's middlemen and shells, both ranks)."""
+    import threading
+
+    import psutil
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workshop.cli", "run", "-np", "2", "--epochs", "50",
+         "--no-timeline", "--out", str(run_dir.parent), "--name", run_dir.name],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    watchdog = threading.Timer(180, _kill_tree, [process])  # no epoch 1 in 3 minutes: stop
+    watchdog.start()
+    try:
+        for line in process.stdout:
+            if line.startswith("Epoch 1:"):
+                break
+        children = psutil.Process(process.pid).children(recursive=True)
+        ranks = [c for c in children if c.cmdline()[1:3] == ["-m", "workshop.train.torch_train"]]
+        assert len(ranks) == 2, [c.cmdline() for c in children]
+    except BaseException:  # never leave a 50-epoch run behind
+        _kill_tree(process)
+        raise
+    finally:
+        watchdog.cancel()
+    return process, children
+
+
+def _kill_all(processes: list) -> None:
+    import psutil
+
+    for proc in processes:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    import psutil
+
+    try:
+        _kill_all(psutil.Process(process.pid).children(recursive=True))
+    except psutil.Error:
+        pass
+    process.kill()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_term_and_hup_stop_every_rank_like_ctrl_c(signum, tmp_path, cpu_lock, horovod_ready):
+    """What a batch system sends at walltime, a Jupyter kernel restart, a closed terminal."""
+    import psutil
+
+    run_dir = tmp_path / "terminated"
+    process, children = _start_long_run(run_dir)
+    try:
+        sent = time.perf_counter()
+        process.send_signal(signum)
+        output = process.communicate(timeout=60)[0]
+        _, alive = psutil.wait_procs(children, timeout=max(0.0, 15 - (time.perf_counter() - sent)))
+        gone_s = time.perf_counter() - sent
+        assert alive == [], f"survivors: {[p.cmdline() for p in alive]}"
+        assert gone_s < 15, gone_s
+    finally:
+        _kill_all(children)
+    assert process.returncode == 128 + signum, output
+    run = read_run(run_dir)
+    assert run["status"] == "interrupted" and run["signal"] == signal.Signals(signum).name
+    assert run["exit_code"] == process.returncode  # the launcher's own exit code
+    assert len(read_metrics(run_dir)) >= 1
+    assert signal.Signals(signum).name in output
+
+
+def test_a_killed_launcher_leaves_a_stale_run(tmp_path, cpu_lock, horovod_ready):
+    """SIGKILL (or a power cut) gives the launcher no chance to write its outcome: the readers
+    say `stale` instead of `running` forever."""
+    run_dir = tmp_path / "killed"
+    process, children = _start_long_run(run_dir)
+    try:
+        assert read_run(run_dir)["status"] == "running"
+        process.kill()
+        process.wait(timeout=30)
+    finally:
+        _kill_all(children)
+    run = read_run(run_dir)
+    assert run["status"] == "stale", run["status"]
+    assert str(process.pid) in run["stale_reason"]
 
 
 def test_doctor_reports_both_frameworks_and_controllers(horovod_ready):

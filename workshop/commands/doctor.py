@@ -55,8 +55,10 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({**facts, "problems": problems}, indent=2))
         return 1 if problems else 0
     versions = facts["versions"]
-    print(f"host      {facts['host']['hostname']}: {facts['cores']} cores, "
-          f"{facts['host']['memory_gb']} GiB, {facts['host']['cpu']}")
+    print(
+        f"host      {facts['host']['hostname']}: {facts['cores']} cores, "
+        f"{facts['host']['memory_gb']} GiB, {facts['host']['cpu']}"
+    )
     print(f"GPUs      {', '.join(facts['host']['gpus']) or 'none'}")
     for name in ("python", "torch", "tensorflow", "tf_keras", "horovod", "mpi"):
         print(f"{name:<9} {versions.get(name) or 'MISSING'}")
@@ -67,6 +69,11 @@ def main(args: argparse.Namespace) -> int:
     for dataset, state in facts["datasets_offline"].items():
         print(f"data      {dataset}: {state}")
     print(f"profiler  {facts['mpi_profiler']}")
+    runs = facts["runs"]
+    counts = ", ".join(f"{n} {status}" for status, n in runs["by_status"].items()) or "none yet"
+    print(f"runs      {runs['folder']}: {counts}")
+    for stale in runs["stale"]:
+        print(f"          stale: {stale['path']}: {stale['reason']}")
     if problems:
         print("\nPROBLEMS:")
         for problem in problems:

@@ -59,6 +59,6 @@ def main(args: argparse.Namespace) -> int:
         return 2
     except RunError as exc:
         print(f"workshop run: {exc}", file=sys.stderr)
-        return 130 if "interrupted" in str(exc) else 1
+        return exc.exit_code  # 1, or 128 + the signal that stopped the run
     print(summarize(run_dir))
     return 0

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from workshop.launch.options import GRID_FIELDS, add_run_options
-from workshop.launch.run import RunConfig
+from workshop.launch.run import RunConfig, RunInterrupted
 from workshop.paths import runs_dir
 
 
@@ -101,9 +101,9 @@ def main(args: argparse.Namespace) -> int:
         summary = run_sweep(
             sweep_dir, base, grid, command=["workshop", *sys.argv[1:]], progress=not args.quiet
         )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RunInterrupted) as exc:
         print(f"\ninterrupted; run the same command again to resume ({sweep_dir})")
-        return 130
+        return getattr(exc, "exit_code", 130)
     with_pandas_width = summary.to_string(index=False, float_format=lambda v: f"{v:.4g}")
     print(with_pandas_width)
     counts = summary["status"].value_counts().to_dict()

@@ -5,6 +5,7 @@ Every name is also reachable through its module, e.g. ``io.runs``.
 
 from workshop.io import logs, mpitrace, recordings, runs, sweep, timeline  # noqa: F401
 from workshop.io.logs import (  # noqa: F401
+    find_logs,
     merge_tables,
     normalise_column,
     read_autotune_log,
@@ -30,6 +31,7 @@ from workshop.io.recordings import (  # noqa: F401
     list_recordings,
 )
 from workshop.io.runs import (  # noqa: F401
+    list_runs,
     read_metrics,
     read_run,
     read_summary,

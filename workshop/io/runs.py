@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +25,9 @@ def _run_file(run_dir: Path | str, name: str) -> Path:
 def read_run(run_dir: Path | str) -> dict:
     """run.json of a run directory as a dict (keys: docs/run-directory.md).
 
+    A run whose file says ``running`` but whose launcher is gone (killed, power cut) reads as
+    ``status: stale``, with ``stale_reason`` saying why (see :func:`stale_reason`).
+
     Raises:
         FileNotFoundError: no run.json in the folder.
         ValueError: run.json is not valid JSON (names the file, line and column).
@@ -31,10 +36,128 @@ def read_run(run_dir: Path | str) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"{path}: missing; is {path.parent} a workshop run directory?")
     try:
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
-                         f"{exc.msg}") from exc
+        raise ValueError(
+            f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
+    reason = stale_reason(record)
+    if reason:
+        record |= {"status": "stale", "stale_reason": reason}
+    return record
+
+
+def launcher_identity() -> dict:
+    """Who is running a run, recorded in run.json's ``launcher`` when it starts, so that a
+    reader can tell a live run from one whose launcher died (see :func:`stale_reason`).
+
+    Returns:
+        ``pid``, ``host`` (hostname), ``boot_id`` (Linux's, None elsewhere) and
+        ``process_started_s`` (the process's start, seconds since the epoch, which tells a
+        reused pid from the original).
+    """
+    import psutil
+
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "boot_id": _boot_id(),
+        "process_started_s": round(psutil.Process().create_time(), 3),
+    }
+
+
+def _boot_id() -> str | None:
+    path = Path("/proc/sys/kernel/random/boot_id")
+    return path.read_text().strip() if path.exists() else None
+
+
+def stale_reason(record: dict) -> str | None:
+    """Why a run that says ``running`` cannot be running any more, or None.
+
+    A run is stale when run.json says ``running`` but its launcher, recorded in
+    ``launcher``, is gone: this host rebooted since, or no process with that pid and start time
+    exists. A run launched on another host, or recorded before ``launcher`` existed, cannot be
+    checked from here and is not called stale.
+
+    Args:
+        record: run.json as a dict.
+
+    Returns:
+        A sentence naming the launcher's pid and host, or None.
+    """
+    import psutil
+
+    launcher = record.get("launcher")
+    if record.get("status") != "running" or not isinstance(launcher, dict):
+        return None
+    pid, host = launcher.get("pid"), launcher.get("host")
+    if host != socket.gethostname() or not isinstance(pid, int):
+        return None
+    who = f"its launcher (pid {pid} on {host})"
+    boot_id = _boot_id()
+    if launcher.get("boot_id") and boot_id and launcher["boot_id"] != boot_id:
+        return f"{who} ran before this host last booted; the run never recorded its end"
+    try:
+        process = psutil.Process(pid)
+        started = process.create_time()
+        if process.status() == psutil.STATUS_ZOMBIE:
+            raise psutil.NoSuchProcess(pid)
+    except psutil.NoSuchProcess:
+        return f"{who} is no longer running; the run never recorded its end (killed?)"
+    recorded = launcher.get("process_started_s")
+    if recorded is not None and abs(started - recorded) > 1.0:
+        return (
+            f"{who} is no longer running (pid {pid} is now another process); the run "
+            "never recorded its end (killed?)"
+        )
+    return None
+
+
+RUN_LIST_COLUMNS = [
+    "run", "status", "started_at", "framework", "dataset", "controller", "np", "path",
+    "stale_reason",
+]  # fmt: skip
+
+
+def list_runs(root: Path | str | None = None) -> pd.DataFrame:
+    """The run directories under ``root`` (default: where ``workshop run`` writes), newest first.
+
+    Run directories directly inside ``root`` and one level further down (a sweep's runs) are
+    listed; a run whose launcher died without recording its end shows ``stale``.
+
+    Args:
+        root: folder to search (default :func:`workshop.paths.runs_dir`).
+
+    Returns:
+        One row per run: ``run`` (folder, relative to ``root``), ``status`` (running, ok,
+        failed, interrupted or stale), ``started_at`` (ISO-8601 UTC), ``framework``,
+        ``dataset``, ``controller``, ``np``, ``path``, ``stale_reason`` (None unless stale).
+        A folder whose run.json cannot be read is listed with status ``unreadable: <why>``.
+    """
+    from workshop.paths import runs_dir
+
+    root = Path(root) if root else runs_dir()
+    rows = []
+    found = sorted({*root.glob("*/run.json"), *root.glob("*/*/run.json")}) if root.is_dir() else []
+    for path in found:
+        run_dir = path.parent
+        try:
+            record = read_run(run_dir)
+        except ValueError as exc:
+            record = {"status": f"unreadable: {exc}"}
+        config = record.get("config") or {}
+        rows.append({
+            "run": str(run_dir.relative_to(root)),
+            "status": record.get("status"),
+            "started_at": record.get("started_at"),
+            **{key: config.get(key) for key in ("framework", "dataset", "controller", "np")},
+            "path": str(run_dir),
+            "stale_reason": record.get("stale_reason"),
+        })  # fmt: skip
+    runs = pd.DataFrame(rows, columns=RUN_LIST_COLUMNS)
+    return runs.sort_values("started_at", ascending=False, na_position="last").reset_index(
+        drop=True
+    )
 
 
 def read_metrics(run_dir: Path | str) -> pd.DataFrame:
@@ -62,8 +185,11 @@ def read_metrics(run_dir: Path | str) -> pd.DataFrame:
             if missing:
                 raise ValueError(f"{path}:{number}: missing {', '.join(missing)}")
             rows.append(row)
-    return pd.DataFrame(rows, columns=METRIC_COLUMNS) if rows else pd.DataFrame(
-        columns=METRIC_COLUMNS)
+    return (
+        pd.DataFrame(rows, columns=METRIC_COLUMNS)
+        if rows
+        else pd.DataFrame(columns=METRIC_COLUMNS)
+    )
 
 
 def read_summary(run_dir: Path | str) -> dict | None:

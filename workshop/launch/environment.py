@@ -60,6 +60,28 @@ def _probe_horovod(framework: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def run_overview(root: Path | None = None) -> dict:
+    """The runs under ``root`` (default: where ``workshop run`` writes) by status, naming the
+    stale ones (launcher killed before it recorded the end: :func:`workshop.io.runs.stale_reason`).
+
+    Returns:
+        ``folder``, ``by_status`` ({status: count}), ``stale`` (list of {``path``, ``reason``}).
+    """
+    from workshop.io.runs import list_runs
+    from workshop.paths import runs_dir
+
+    root = root or runs_dir()
+    runs = list_runs(root)
+    stale = runs[runs["status"] == "stale"]
+    return {
+        "folder": str(root),
+        "by_status": {str(k): int(v) for k, v in runs["status"].value_counts().items()},
+        "stale": stale[["path", "stale_reason"]]
+        .rename(columns={"stale_reason": "reason"})
+        .to_dict("records"),
+    }
+
+
 def diagnose() -> tuple[dict, list[str]]:
     """Facts about this environment and the problems found (each with its fix)."""
     from workshop.launch.run import provenance
@@ -76,22 +98,24 @@ def diagnose() -> tuple[dict, list[str]]:
             built = _probe_horovod(framework)
             facts["horovod_build"][framework] = built
             if "error" in built:
-                problems.append(f"horovod.{framework} does not load ({built['error']}): "
-                                f"{FIX_SETUP}")
+                problems.append(
+                    f"horovod.{framework} does not load ({built['error']}): {FIX_SETUP}"
+                )
                 continue
             for controller in ("gloo", "mpi"):
                 if not built[controller]:
-                    problems.append(f"Horovod was built without {controller} for {framework}: "
-                                    f"rebuild it: {FIX_SETUP}")
+                    problems.append(
+                        f"Horovod was built without {controller} for {framework}: "
+                        f"rebuild it: {FIX_SETUP}"
+                    )
     facts["programs"] = {name: find_program(name) for name in ("horovodrun", "mpirun")}
     if not facts["programs"]["horovodrun"]:
-        problems.append(
-            f"horovodrun is neither beside {sys.executable} nor on PATH: {FIX_SETUP}"
-        )
+        problems.append(f"horovodrun is neither beside {sys.executable} nor on PATH: {FIX_SETUP}")
     if not facts["programs"]["mpirun"]:
         problems.append("mpirun not found: sudo apt-get install -y openmpi-bin libopenmpi-dev")
     facts["cores"] = os.cpu_count()
     facts["datasets_offline"] = available_offline()
+    facts["runs"] = run_overview()
     try:
         from workshop.launch.profiler import library_path
 

@@ -18,12 +18,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from workshop.io.runs import launcher_identity
 from workshop.launch.environment import find_program, program_path_env
 from workshop.paths import runs_dir
 
@@ -42,7 +44,23 @@ REDACTED = "<redacted>"
 
 
 class RunError(RuntimeError):
-    """A run could not start or did not finish; the message names the run directory and log."""
+    """A run could not start or did not finish; the message names the run directory and log.
+
+    ``exit_code`` is what ``workshop run`` exits with (also recorded in run.json).
+    """
+
+    exit_code = 1
+
+
+class RunInterrupted(RunError):
+    """A signal stopped the run (Ctrl-C's SIGINT, SIGTERM, SIGHUP): every rank was stopped,
+    the files are kept and run.json says ``interrupted``. ``exit_code`` is 128 + the signal
+    number, as a shell reports a process the signal ended (130, 143, 129)."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 @dataclass
@@ -317,6 +335,78 @@ def _stop_leftovers(run_dir: Path) -> None:
                 pass
 
 
+# What stops a run: Ctrl-C (SIGINT); a batch system at walltime, `kill`, a Jupyter kernel restart
+# (SIGTERM); a closed terminal or SSH session (SIGHUP). Each stops every rank the same way.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How a stopped run's process group is asked to end, then made to: (signal, seconds to wait).
+# After Ctrl-C the ranks get SIGINT first (horovodrun forwards it); after SIGTERM / SIGHUP time
+# is short (a batch system kills everything a few seconds later), so TERM comes first.
+STOP_SEQUENCE = {
+    signal.SIGINT: ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)),
+    signal.SIGTERM: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
+    signal.SIGHUP: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
+}
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP in the launcher, raised like Python raises KeyboardInterrupt for
+    SIGINT, so one code path stops the run whichever signal came."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame) -> None:
+    raise _Stopped(signum)
+
+
+def _stop_on_signals() -> dict:
+    """Make SIGTERM and SIGHUP stop the run like Ctrl-C; returns the handlers to restore.
+    Only the main thread may set handlers: elsewhere (a thread of a notebook) nothing changes
+    and only Ctrl-C stops the run cleanly."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_stopped)
+    return previous
+
+
+def _ignore_stop_signals(previous: dict) -> None:
+    """While the run is being stopped and recorded (bounded, seconds): no second signal may
+    cut that short."""
+    for sig in previous:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _restore_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        if handler is not None:  # None: installed outside Python, cannot be put back
+            signal.signal(sig, handler)
+
+
+def _stop_process_group(process: subprocess.Popen, signum: int) -> int:
+    """End horovodrun (or the cluster launcher) and what it started; returns its exit code."""
+    for sig, grace_s in STOP_SEQUENCE[signum]:
+        try:
+            os.killpg(process.pid, sig)
+            return process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            break
+    return process.wait()
+
+
+def _tell(message: str) -> None:
+    """Print to stderr, which may be gone (a closed terminal is what sends SIGHUP)."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 # Start-up chatter of TensorFlow's C++ runtime in horovodrun itself: kept in the log only.
 LAUNCHER_NOISE = re.compile(r"absl::InitializeLog|cudart_stub\.cc|Could not find cuda drivers")
 
@@ -381,6 +471,7 @@ def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None =
         "data": {"name": config.dataset, "mode": data_mode},
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "status": "running",
+        "launcher": launcher_identity(),
     }
     write_json(run_dir / "run.json", record)
     if not quiet:
@@ -388,54 +479,64 @@ def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None =
         print("$ " + shlex.join(argv), flush=True)
 
     start = time.perf_counter()
-    process = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    status = None
+    process = None
+    launch_exit_code = None
+    stopped_by = None
+    previous = _stop_on_signals()
     try:
-        _stream(process, run_dir / "logs" / "launcher.log", quiet)
-        exit_code = process.wait()
-    except KeyboardInterrupt:
-        status = "interrupted"
-        print("\nCtrl-C: stopping every rank...", file=sys.stderr, flush=True)
-        for sig, grace_s in ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(process.pid, sig)
-                exit_code = process.wait(timeout=grace_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-            except ProcessLookupError:
-                exit_code = process.wait()
-                break
-    _stop_leftovers(run_dir)
-    statuses = _rank_statuses(run_dir, config.np)
-    failed = [rank for rank, state in statuses.items() if state == "failed"]
-    if status is None:
-        status = "ok" if exit_code == 0 and not failed else "failed"
-    summary_path = run_dir / "summary.json"
-    record |= {
-        "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "duration_s": round(time.perf_counter() - start, 3),
-        "status": status,
-        "exit_code": exit_code,
-        "rank_status": statuses,
-        "failed_ranks": failed,
-    }
-    if summary_path.exists():
-        result = json.loads(summary_path.read_text())
-        record |= {"result": result, "data": result.get("data", record["data"]),
-                   "device": result.get("device"), "devices": result.get("devices")}
-    write_json(run_dir / "run.json", record)
+        try:
+            process = subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True,
+            )  # fmt: skip
+            _stream(process, run_dir / "logs" / "launcher.log", quiet)
+            launch_exit_code = process.wait()
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (_Stopped)
+            _ignore_stop_signals(previous)
+            stopped_by = getattr(exc, "signum", signal.SIGINT)
+            _tell(f"\n{signal.Signals(stopped_by).name}: stopping every rank...")
+            if process is not None:
+                launch_exit_code = _stop_process_group(process, stopped_by)
+        _ignore_stop_signals(previous)  # the outcome must reach run.json
+        _stop_leftovers(run_dir)
+        statuses = _rank_statuses(run_dir, config.np)
+        failed = [rank for rank, state in statuses.items() if state == "failed"]
+        if stopped_by is not None:
+            status, exit_code = "interrupted", 128 + stopped_by
+        elif launch_exit_code == 0 and not failed:
+            status, exit_code = "ok", 0
+        else:
+            status, exit_code = "failed", RunError.exit_code
+        summary_path = run_dir / "summary.json"
+        record |= {
+            "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "duration_s": round(time.perf_counter() - start, 3),
+            "status": status,
+            "exit_code": exit_code,
+            "launch_exit_code": launch_exit_code,
+            "signal": signal.Signals(stopped_by).name if stopped_by is not None else None,
+            "rank_status": statuses,
+            "failed_ranks": failed,
+        }
+        if summary_path.exists():
+            result = json.loads(summary_path.read_text())
+            record |= {"result": result, "data": result.get("data", record["data"]),
+                       "device": result.get("device"), "devices": result.get("devices")}
+        write_json(run_dir / "run.json", record)
+    finally:
+        _restore_handlers(previous)
+    if stopped_by is not None:
+        raise RunInterrupted(
+            f"run interrupted ({signal.Signals(stopped_by).name}); its files are kept in "
+            f"{run_dir} (run.json status: interrupted)",
+            stopped_by,
+        )
     if status != "ok":
-        raise RunError(_failure_message(run_dir, status, exit_code, statuses))
+        raise RunError(_failure_message(run_dir, launch_exit_code, statuses))
     return run_dir
 
 
-def _failure_message(run_dir: Path, status: str, exit_code: int, statuses: dict) -> str:
-    if status == "interrupted":
-        return f"run interrupted; its files are kept in {run_dir} (run.json status: interrupted)"
+def _failure_message(run_dir: Path, exit_code: int | None, statuses: dict) -> str:
     failed = [rank for rank, state in statuses.items() if state == "failed"]
     lines = [f"run failed (launcher exit code {exit_code}); run directory {run_dir}"]
     for rank in failed:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.launch.run import RunConfig, RunError, launch
+from workshop.launch.run import RunConfig, RunError, RunInterrupted, launch
 
 # Grid keys and the short labels used in run directory names.
 GRID_LABELS = {
@@ -232,6 +232,10 @@ def run_sweep(
                 )
                 entry["status"] = "ok"
                 entry["run"] = Path(run_dir).name
+            except RunInterrupted:  # Ctrl-C, SIGTERM or SIGHUP: the sweep stops too
+                entry["status"] = "interrupted"
+                entry["run"] = _newest_run(sweep_dir, entry["name"])
+                raise
             except RunError as exc:
                 entry["status"] = "failed"
                 entry["error"] = str(exc)
