@@ -47,6 +47,9 @@ def test_comm_vs_elapsed(cpu):
     frame = analysis.comm_fraction(cpu)
     ax = plots.plot_comm_vs_elapsed(frame)
     assert len(ax.patches) == 2 * 16
+    ax.figure.canvas.draw()
+    # the legend sits beside the axes, over no bar
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
     plt.close("all")
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from workshop.analysis import mpi as analysis
 from workshop.io.mpitrace import read_mpitrace
+from workshop.io.runs import read_metrics
 from workshop.paths import data_path
 
 RUNS = ["torch-mnist-mpi-ops-np2", "tf-mnist-mpi-ops-np2", "torch-mnist-mpi-ops-cycle20ms-np2"]
@@ -49,3 +50,37 @@ def test_a_longer_cycle_time_means_fewer_negotiations():
     # the same 60 steps move the same gradient bytes (to the byte, up to mpitrace rounding)
     large = both.loc["large_allreduce_bytes"]
     assert large["cycle20ms"] == pytest.approx(large["cycle1ms"], rel=1e-6)
+
+
+def test_one_negotiation_allreduce_per_background_cycle():
+    """With the response cache on, each cycle of Horovod's background loop makes one
+    bit-vector MPI_Allreduce (response_cache.cc:428, mpi_controller.cc:117): 8 bytes with the
+    timeline off. A cycle lasts at least HOROVOD_CYCLE_TIME, so elapsed / cycle time bounds the
+    count from above; at 20 ms the sleep dominates and the bound is close (within 15 %)."""
+    run_dir = data_path("mpi", "torch-mnist-mpi-ops-cycle20ms-np2")
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["config"]["cycle_time_ms"] == 20 and run["config"]["timeline"] is False
+    prof = read_mpitrace(run_dir)
+    for rank in prof.ranks:
+        bins = analysis.message_size_bins(prof, rank, "MPI_Allreduce")
+        cycles = bins.loc[bins["avg_bytes"] == 8, "calls"].sum()
+        elapsed = prof.files.set_index("rank").loc[rank, "elapsed_s"]
+        bound = elapsed / 0.020
+        assert 0.85 * bound < cycles <= bound
+
+
+def test_mpi_time_against_training_time():
+    run_dir = data_path("mpi", "torch-mnist-mpi-ops-np2")
+    prof = read_mpitrace(run_dir)
+    metrics = read_metrics(run_dir)
+    vs = analysis.comm_vs_training(prof, metrics)
+    # run.json: 60 steps trained in 1.31374 s; rank 0's file: 7.395 s in MPI of 11.882 s
+    assert vs["steps"] == 60 and vs["train_s"] == pytest.approx(1.31374)
+    assert vs["comm_s"] == pytest.approx(7.395) and vs["elapsed_s"] == pytest.approx(11.882)
+    assert vs["step_ms"] == pytest.approx(1e3 * 1.31374 / 60)
+    assert vs["comm_over_train"] == pytest.approx(7.395 / 1.31374)  # 5.63: more than training
+    lines = analysis.diagnose(prof, metrics=metrics)
+    assert any("not the share of training time lost" in line for line in lines)
+    assert any("5.63x that" in line and "outside it" in line for line in lines)
+    with pytest.raises(ValueError, match="lacks column"):
+        analysis.comm_vs_training(prof, metrics.drop(columns="steps"))

@@ -32,6 +32,7 @@ from workshop.analysis.lr import (  # noqa: F401
 )
 from workshop.analysis.mpi import (  # noqa: F401
     comm_fraction,
+    comm_vs_training,
     compare_profiles,
     compare_summary,
     dominant_routine,

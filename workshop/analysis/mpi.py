@@ -1,14 +1,24 @@
 """What an MPI profile (:class:`workshop.io.mpitrace.MpiProfile`) says about a Horovod run.
 
-* :func:`comm_fraction`: the share of each rank's run time spent inside MPI.
+* :func:`comm_fraction`: the share of each rank's run time spent inside MPI calls, summed over
+  all threads. In a Horovod run most of these calls come from Horovod's background thread,
+  which negotiates every cycle (and, with MPI tensor operations, reduces the gradients) while
+  the training thread computes, from ``hvd.init()`` to shutdown, start-up included; a blocking
+  call that waits for another rank counts in full. So "75 % inside MPI" is not "75 % of the
+  training time lost": :func:`comm_vs_training` puts the MPI time against the run's training
+  time.
 * :func:`dominant_routine` and :func:`routine_table`: where that time goes.
 * :func:`negotiation_signature`: Horovod's controller agrees, every cycle, on which tensors all
-  ranks have ready with tiny (8-byte) ``MPI_Allreduce`` calls of a bit vector; gradients, when
-  they go through MPI, are the large ones. Many small allreduces and few large ones is the
-  signature of the MPI controller; no large ones means the gradients go another way (NCCL on
-  GPUs, Gloo).
+  ranks have ready with one tiny ``MPI_Allreduce`` (``MPI_BAND``) of a bit vector: 3 status
+  bits and one bit per cached tensor, in 64-bit words, so 8 bytes for up to 61 tensors, twice
+  that while a timeline is recorded (Horovod 0.28.1 ``response_cache.cc:381-428``,
+  ``mpi/mpi_controller.cc:115-118``); gradients, when they go through MPI, are the large
+  ones. Many small allreduces and few large ones is the signature of the MPI controller; no
+  large ones means the gradients go another way (NCCL on GPUs, Gloo).
 * :func:`load_imbalance`: the spread of communication time over the ranks. The rank with the
-  *least* time in MPI is typically the slowest to compute: the others wait for it inside MPI.
+  *least* time in MPI waited least: in a Horovod run, the one whose background thread reached
+  the collective calls last (often the slowest or busiest rank); the others wait for it inside
+  MPI.
 * :func:`message_size_bins`: the message-size distribution on power-of-two bins.
 * :func:`compare_profiles` / :func:`compare_summary`: two runs side by side.
 * :func:`profile_summary` and :func:`diagnose`: the numbers and words of ``workshop mpi``.
@@ -464,6 +474,55 @@ def compare_summary(
     return frame
 
 
+def comm_vs_training(
+    profile: MpiProfile, metrics: pd.DataFrame, rank: int | None = None
+) -> dict[str, object]:
+    """Time inside MPI against the training time of the same run.
+
+    The profile counts every MPI call of every thread from ``MPI_Init`` to ``MPI_Finalize``;
+    the run's metrics say how long the training loop itself took. Read together they show
+    what the "share of time in MPI" cannot mean: when the MPI time exceeds the whole training
+    time, it cannot all have been lost by training.
+
+    Args:
+        profile: the job's profile.
+        metrics: the run's per-epoch metrics (:func:`workshop.io.runs.read_metrics`), with
+            ``train_time_s`` and ``steps``.
+        rank: the rank (default: 0, or the lowest rank with a file).
+
+    Returns:
+        ``rank``, ``comm_s`` and ``elapsed_s`` (from its file), ``comm_fraction`` (of elapsed),
+        ``train_s`` (the epochs' training time, summed), ``steps``, ``step_ms`` (training time
+        per step), ``comm_per_step_ms`` (MPI time / steps: what each step would have lost if
+        all MPI time were lost by training), ``comm_over_train`` (MPI time / training time).
+
+    Raises:
+        ValueError: ``metrics`` lacks ``train_time_s`` or ``steps``, or has no steps.
+    """
+    missing = [c for c in ("train_time_s", "steps") if c not in metrics.columns]
+    if missing:
+        raise ValueError(f"the metrics DataFrame lacks column(s) {missing}: pass "
+                         "workshop.io.read_metrics(run_dir)")  # fmt: skip
+    steps = int(metrics["steps"].sum())
+    if steps <= 0:
+        raise ValueError("the metrics hold no training steps")
+    rank = _default_rank(profile, rank)
+    fr = comm_fraction(profile).set_index("rank")
+    comm_s, elapsed_s = float(fr.loc[rank, "comm_s"]), float(fr.loc[rank, "elapsed_s"])
+    train_s = float(metrics["train_time_s"].sum())
+    return {
+        "rank": rank,
+        "comm_s": comm_s,
+        "elapsed_s": elapsed_s,
+        "comm_fraction": comm_s / elapsed_s if elapsed_s > 0 else math.nan,
+        "train_s": train_s,
+        "steps": steps,
+        "step_ms": 1e3 * train_s / steps,
+        "comm_per_step_ms": 1e3 * comm_s / steps,
+        "comm_over_train": comm_s / train_s if train_s > 0 else math.nan,
+    }
+
+
 def _bytes_text(n: float) -> str:
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= size:
@@ -471,12 +530,16 @@ def _bytes_text(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def diagnose(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> list[str]:
+def diagnose(
+    profile: MpiProfile, small_bytes: float = SMALL_BYTES, metrics: pd.DataFrame | None = None
+) -> list[str]:
     """The profile explained in sentences, each with its numbers.
 
     Args:
         profile: the job's profile.
         small_bytes: bound for negotiation-size allreduces, bytes.
+        metrics: the run's per-epoch metrics, when the profile is in a run directory: adds
+            the MPI time against the training time (:func:`comm_vs_training`).
 
     Returns:
         Lines of text (no trailing newlines), in the order: the job, time in MPI, the dominant
@@ -492,8 +555,29 @@ def diagnose(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> list[str]
     if rank in fr.index and not math.isnan(fr.loc[rank, "comm_fraction"]):
         lines.append(
             f"Rank {rank} spent {fr.loc[rank, 'comm_s']:.3f} s of {fr.loc[rank, 'elapsed_s']:.3f}"
-            f" s ({100 * fr.loc[rank, 'comm_fraction']:.1f}%) inside MPI calls."
+            f" s ({100 * fr.loc[rank, 'comm_fraction']:.1f}%) inside MPI calls, summed over "
+            "all its threads. In a Horovod run most of it is the background thread "
+            "(negotiating every cycle, waiting for the other ranks) running alongside the "
+            "training computation: it is not the share of training time lost."
         )
+    if metrics is not None and rank in fr.index:
+        vs = comm_vs_training(profile, metrics, rank)
+        text = (
+            f"The run trained {vs['steps']} steps in {vs['train_s']:.3f} s "
+            f"({vs['step_ms']:.1f} ms per step); its {vs['comm_s']:.3f} s in MPI are "
+            f"{vs['comm_over_train']:.2f}x that"
+        )
+        if vs["comm_over_train"] > 1:
+            text += (
+                f": at most {vs['train_s']:.3f} s of one thread's MPI time fits inside the "
+                "training loop, the rest was spent outside it (start-up, evaluation, shutdown)."
+            )
+        else:
+            text += (
+                ": how much of it delayed training the profile cannot tell (Horovod's "
+                "background thread runs alongside the computation)."
+            )
+        lines.append(text)
     if (fr["comm_fraction"] > 1).any():
         lines.append(
             "Some ranks spent more time in MPI than they ran: several threads were inside MPI "
@@ -519,8 +603,9 @@ def diagnose(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> list[str]
             f"Negotiation signature: {small} of {calls} MPI_Allreduce calls "
             f"({100 * sig['small_call_share']:.1f}%) move <= {small_bytes:g} bytes, taking "
             f"{sig['small_time_s']:.3f} s ({100 * sig['small_time_share']:.1f}% of the allreduce"
-            " time). In a Horovod run these are its controller agreeing, cycle by cycle, which "
-            "tensors every rank has ready."
+            " time). In a Horovod run the 8-byte ones (16 while a timeline is recorded) are its "
+            "controller agreeing, once per background cycle, which tensors every rank has "
+            "ready; 4-byte ones are scalar tensors (e.g. averaged metrics)."
         )
         lines.append(text)
         if large:
@@ -560,7 +645,8 @@ def diagnose(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> list[str]
             text += f"; max/min = {imb['max_over_min']:.2f}"
         lines.append(
             text + ". Time in MPI includes waiting for the others, so the task with the least "
-            "of it is the one the others wait for (the slowest to compute)."
+            "of it is the one the others waited for (in Horovod, the rank whose background "
+            "thread reached the collectives last)."
         )
     for warning in profile.warnings:
         lines.append(f"Warning: {warning}")

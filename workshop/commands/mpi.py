@@ -91,6 +91,22 @@ def _load(path: str, job: str | None) -> tuple[list[str], MpiProfile]:
     return ids, jobs[ids[0]]
 
 
+def _metrics(path: str):
+    """The run's per-epoch metrics when PATH is a run directory with training steps, else None
+    (the report then cannot put MPI time against training time)."""
+    from workshop.io.runs import read_metrics
+
+    if not (Path(path) / "metrics.jsonl").is_file():
+        return None
+    try:
+        metrics = read_metrics(path)
+    except ValueError:
+        return None
+    if "steps" not in metrics or metrics["steps"].sum() <= 0:
+        return None
+    return metrics
+
+
 def _fail(command: str, exc: Exception) -> int:
     print(f"workshop mpi {command}: {exc}", file=sys.stderr)
     return 1
@@ -103,7 +119,7 @@ def _report(args: argparse.Namespace) -> int:
         return _fail("report", exc)
     if len(ids) > 1:
         print(f"(PATH holds jobs {', '.join(ids)}; this is job {prof.jobid})")
-    for line in analysis.diagnose(prof, small_bytes=args.small_bytes):
+    for line in analysis.diagnose(prof, small_bytes=args.small_bytes, metrics=_metrics(args.path)):
         print(line)
     table = analysis.routine_table(prof)
     if len(table):

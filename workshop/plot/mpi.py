@@ -98,7 +98,9 @@ def plot_message_sizes(
 def plot_comm_vs_elapsed(
     frame: pd.DataFrame, *, ax: Axes | None = None, title: str | None = None
 ) -> Axes:
-    """Per rank: elapsed time with the part spent in MPI drawn over it.
+    """Per rank: elapsed time with the time inside MPI calls drawn over it (the legend sits
+    outside the axes, over no bar). Time inside MPI sums all threads: in a Horovod run it is
+    mostly the background thread, alongside the computation, not time lost by training.
 
     Args:
         frame: from :func:`workshop.analysis.mpi.comm_fraction` (``rank``, ``comm_s``,
@@ -114,7 +116,7 @@ def plot_comm_vs_elapsed(
         _, ax = plt.subplots(figsize=(7, 3.5))
     ranks = frame["rank"].astype(int)
     ax.bar(ranks, frame["elapsed_s"], color="lightgray", label="elapsed (MPI_Init to Finalize)")
-    ax.bar(ranks, frame["comm_s"], color="tab:orange", label="inside MPI")
+    ax.bar(ranks, frame["comm_s"], color="tab:orange", label="inside MPI calls (all threads)")
     for rank, comm, frac in zip(ranks, frame["comm_s"], frame["comm_fraction"], strict=True):
         if pd.notna(frac):
             ax.annotate(f"{100 * frac:.0f}%", (rank, comm), ha="center", va="bottom", fontsize=7)
@@ -122,6 +124,6 @@ def plot_comm_vs_elapsed(
     ax.set_ylabel("seconds")
     if len(ranks) <= 32:
         ax.set_xticks(list(ranks))
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or "Communication vs elapsed time per rank")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_title(title or "Time inside MPI vs elapsed time per rank")
     return ax
