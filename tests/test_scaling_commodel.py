@@ -218,6 +218,8 @@ def test_comm_model_pipeline_without_measurement_or_timelines():
     # timelines of one-worker runs, or of runs not in the table, do not count
     assert commodel.comm_model_vs_measurement(runs, {"b-np1": _model_spans()}) is None
     assert commodel.comm_model_vs_measurement(runs, {"zz": _model_spans()}) is None
+    with pytest.raises(ValueError, match=r"no allreduce .* given for \['b-np1'\]"):
+        commodel.comm_model_vs_measurement(runs, {"b-np1": _model_spans()}, strict=True)
     with pytest.raises(ValueError, match=r"no column\(s\) \['steps'\]"):
         commodel.comm_model_vs_measurement(runs.drop(columns="steps"), {})
 

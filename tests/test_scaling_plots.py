@@ -41,6 +41,22 @@ def test_speedup_efficiency_and_epoch_plots(seed000_logs):
     ax = plot_scaling.plot_epoch_times(epochs)
     assert ax.get_yscale() == "log" and len(ax.get_lines()) == 3
     assert ax.get_lines()[1].get_ydata()[0] == pytest.approx(23.069223165512085)
+    # per-epoch logs have no init time: a caller can say what "wall" measured
+    ax = plot_scaling.plot_speedup(table, metrics=("wall",), labels={"wall": "train + test"})
+    assert [line.get_label() for line in ax.get_lines()] == ["ideal", "train + test"]
+
+
+def test_epoch_times_one_line_per_run():
+    epochs = pd.DataFrame(
+        {"run": ["b-np2", "b-np2", "a-np2", "a-np2"], "np": [2] * 4, "epoch": [1, 2, 1, 2],
+         "train_time_s": [9.0, 1.0, 3.0, 2.0]}
+    )  # fmt: skip
+    ax = plot_scaling.plot_epoch_times(epochs, by="run")
+    # two runs with the same np stay two lines (by np they would be pooled into one median),
+    # in the order the runs come, labelled by name
+    assert [line.get_label() for line in ax.get_lines()] == ["b-np2", "a-np2"]
+    assert ax.get_lines()[0].get_ydata().tolist() == [9.0, 1.0]
+    assert len(plot_scaling.plot_epoch_times(epochs).get_lines()) == 1
 
 
 def _legend_right_of_axes(ax) -> bool:

@@ -363,11 +363,13 @@ def comm_model_vs_measurement(
             with :func:`workshop.io.timeline.read_timeline`); runs with np < 2 are ignored.
         quantile: passed to :func:`fit_alpha_beta`.
         nps: worker counts to predict.
-        strict: raise ``ValueError`` when the fit or the prediction fails, instead of
-            reporting the failure under ``error`` / ``prediction_error``.
+        strict: raise ``ValueError`` when there is nothing to fit or the fit or the
+            prediction fails, instead of returning None or reporting the failure under
+            ``error`` / ``prediction_error``.
 
     Returns:
-        None when no timeline holds an allreduce of a run with np >= 2. Otherwise a dict:
+        None when no timeline holds an allreduce of a run with np >= 2 (without ``strict``).
+        Otherwise a dict:
 
         - ``ops``: DataFrame, every allreduce operation (:func:`allreduce_ops` columns plus
           ``run``), the points of the fit;
@@ -391,8 +393,9 @@ def comm_model_vs_measurement(
           prediction failed.
 
     Raises:
-        ValueError: with ``strict``, when the fit or the prediction fails (the message says
-            why); always, when ``runs`` lacks a column this pipeline reads.
+        ValueError: with ``strict``, when no timeline holds an allreduce of a run with
+            np >= 2, or the fit or the prediction fails (the message says why); always, when
+            ``runs`` lacks a column this pipeline reads.
     """
     needed = ["run", "np", "steps", "epochs_done", "steady_epoch_time_s", "batch_size",
               "dataset", "fusion_threshold_mb", "cycle_time_ms"]  # fmt: skip
@@ -408,6 +411,12 @@ def comm_model_vs_measurement(
             if len(ops):
                 ops_by_run[row.run] = ops
     if not ops_by_run:
+        if strict:
+            raise ValueError(
+                "comm_model_vs_measurement: no allreduce in a timeline of a run with np >= 2 "
+                f"(timelines given for {sorted(spans_by_run) or 'no run'}); record runs with "
+                "np >= 2 and --timeline"
+            )
         return None
     ops = pd.concat([o.assign(run=name) for name, o in ops_by_run.items()], ignore_index=True)
     try:

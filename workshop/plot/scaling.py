@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from workshop.analysis.scaling import METRICS, amdahl_speedup
 
@@ -44,6 +45,7 @@ def plot_speedup(
     metrics: tuple[str, ...] = METRICS,
     amdahl: dict | None = None,
     linear: dict | None = None,
+    labels: dict[str, str] | None = None,
     ax: Axes | None = None,
 ) -> Axes:
     """Speedup vs workers for each metric, with the ideal line and optional fits.
@@ -53,16 +55,19 @@ def plot_speedup(
         metrics: which of ``wall``, ``train``, ``throughput`` to draw (missing ones skipped).
         amdahl: from :func:`~workshop.analysis.scaling.amdahl_fit`; drawn as a dashed curve.
         linear: from :func:`~workshop.analysis.scaling.linear_fit`; drawn as a dotted line.
+        labels: legend labels of metrics that measured something else than
+            :data:`METRIC_LABELS` says (per-epoch logs: ``{"wall": "train + test time"}``).
         ax: Axes to draw on (a new figure if None).
     """
     ax = _ax(ax)
+    names = METRIC_LABELS | (labels or {})
     n = table["np"].to_numpy(dtype=float)
     grid = np.linspace(n.min(), n.max(), 100)
     ax.plot(grid, grid, color="0.6", lw=1, label="ideal")
     for metric in metrics:
         column = f"speedup_{metric}"
         if column in table and table[column].notna().any():
-            ax.plot(n, table[column], "o-", label=METRIC_LABELS[metric])
+            ax.plot(n, table[column], "o-", label=names[metric])
     if amdahl is not None:
         f = amdahl["serial_fraction"]
         ax.plot(grid, amdahl_speedup(grid, f), "--", color="k", lw=1, label=f"Amdahl f={f:.3f}")
@@ -98,19 +103,30 @@ def plot_efficiency(
     return ax
 
 
-def plot_epoch_times(epochs: pd.DataFrame, *, log: bool = True, ax: Axes | None = None) -> Axes:
-    """Training time of every epoch, one line per worker count: the first-epoch spike.
+def plot_epoch_times(
+    epochs: pd.DataFrame, *, by: str = "np", log: bool = True, ax: Axes | None = None
+) -> Axes:
+    """Training time of every epoch, one line per worker count or per run: the first-epoch
+    spike.
 
     Args:
-        epochs: with ``np``, ``epoch``, ``train_time_s`` (median over runs sharing an np).
+        epochs: with ``epoch``, ``train_time_s`` and the ``by`` column.
+        by: ``np`` (runs sharing a worker count are combined by their median per epoch) or
+            ``run`` (one line per run).
         log: logarithmic time axis (the spike can be 40x the steady state).
     """
     ax = _ax(ax)
-    per = epochs.groupby(["np", "epoch"])["train_time_s"].median().reset_index()
-    for n, group in per.groupby("np"):
-        ax.plot(group["epoch"], group["train_time_s"], "o-", label=f"np={int(n)}")
+    per = epochs.groupby([by, "epoch"], sort=False)["train_time_s"].median().reset_index()
+    for key, group in per.groupby(by, sort=by == "np"):
+        label = f"np={int(key)}" if by == "np" else str(key)
+        ax.plot(group["epoch"], group["train_time_s"], "o-", label=label)
     if log:
         ax.set_yscale("log")
+        plain = FuncFormatter(lambda value, _: f"{value:g}")  # 2, 5, 10 rather than 2x10^0
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(plain)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("epoch")
     ax.set_ylabel("training time per epoch (s)")
     legend_outside(ax)

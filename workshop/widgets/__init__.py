@@ -97,7 +97,8 @@ def scaling_explorer(epochs: pd.DataFrame, *, prediction: pd.DataFrame | None = 
         chosen = epochs[epochs["epoch"] > 1] if skip_first else epochs
         table = analysis.speedup_table(analysis.runs_from_epochs(chosen))
         _, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
-        plot.plot_speedup(table, metrics=(SPEEDUP_METRICS[metric],), ax=ax)
+        plot.plot_speedup(table, metrics=(SPEEDUP_METRICS[metric],), ax=ax,
+                          labels={"wall": "epoch wall time (train + test)"})
         if show_model and prediction is not None:
             ax.plot(prediction["np"], prediction["speedup"], "k--", label="model")
             plot.scaling.legend_outside(ax)
