@@ -63,9 +63,8 @@ cp -a "$PY_PREFIX"/. "$PREFIX"/
 pyver=$("$PREFIX/bin/python3" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null \
     || ls "$PREFIX/lib" | sed -n 's/^python\(3\.[0-9]*\)$/\1/p' | head -n 1)
 rm -rf "$PREFIX/lib/python$pyver/site-packages"/* "$PREFIX/bin"/{pip,pip3,pip$pyver}
-for exe in "$PREFIX/bin/python$pyver"; do
-    patchelf --set-rpath '$ORIGIN/../lib' "$exe"
-done
+# shellcheck disable=SC2016  # $ORIGIN is for the dynamic loader, not the shell
+patchelf --set-rpath '$ORIGIN/../lib' "$PREFIX/bin/python$pyver"
 ln -sf "python$pyver" "$PREFIX/bin/python"
 "$PREFIX/bin/python" -m ensurepip --default-pip >/dev/null
 "$PREFIX/bin/python" - "$PREFIX" <<'PY'
