@@ -16,10 +16,12 @@ record that deviates anywhere is left out here; the gap it leaves goes to the to
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from workshop.io.timeline.events import Events
-from workshop.io.timeline.vocab import Vocab
+from workshop.io.timeline.vocab import HashedStrings, Vocab, hash_strings
 from workshop.io.timeline.words import Words, decimals, low_bytes, quoted_strings
 
 BATCH = 1 << 17  # record candidates per vectorised batch
@@ -69,36 +71,68 @@ SMALL_INT_WORDS = 1  # pids and durations up to 7 digits
 LONGEST_RECORD_CHECKED = 384  # no test reads further than this from a record's start
 
 
-def find_records(
-    sc: Words, lo: int, hi: int, vocab: Vocab
-) -> tuple[np.ndarray, list[Events], list[np.ndarray]]:
-    """The records that start in ``buf[lo:hi]`` (a worker's part of the scan; numpy releases
-    the GIL, so several run at once). ``hi`` is at least ``LONGEST_RECORD_CHECKED`` bytes before
-    the end of the data.
+STRING_FIELDS = ("dtype", "shape", "name")  # in the order their codes are given
 
-    Returns:
-        (offsets of metadata record candidates, events in Horovod's layout, their end offsets).
-    """
+
+@dataclass
+class Found:
+    """What a worker found in a chunk. The events' string columns hold batch-local codes
+    into ``strings`` until :func:`give_codes` replaces them."""
+
+    meta: np.ndarray  # offsets of metadata record candidates
+    events: list[Events]  # per batch, in Horovod's layout
+    ends: list[np.ndarray]  # their end offsets
+    strings: list[dict[str, HashedStrings]]  # per batch and string field
+
+
+def find_records(sc: Words, lo: int, hi: int) -> Found:
+    """The records that start in ``buf[lo:hi]`` (a worker's part of the scan: numpy releases
+    the GIL, so several run at once). ``hi`` is at least ``LONGEST_RECORD_CHECKED`` bytes before
+    the end of the data."""
     cand = np.flatnonzero(sc.bytes[lo:hi] == ord("{")) + lo
     words = sc.words[cand]
-    meta = cand[META_START.starts(words)]
+    found = Found(cand[META_START.starts(words)], [], [], [])
     starts = cand[EVENT_START.starts(words)]
     del cand, words
-    evs, ends = [], []
     for i in range(0, len(starts), BATCH):
-        e, end = _records(sc, starts[i : i + BATCH], vocab)
-        evs.append(e)
+        r = _records(sc, starts[i : i + BATCH])
+        ev, end = r.events()
+        found.events.append(ev)
+        found.ends.append(end)
+        found.strings.append(r.strings)
+    return found
+
+
+def give_codes(found: Found, vocab: Vocab) -> tuple[list[Events], list[np.ndarray]]:
+    """Replace the batch-local string codes with the vocabulary's (in the reading thread, in
+    file order). A string that collides with an earlier batch's (never seen) drops its record:
+    the tolerant parser reads it."""
+    events, ends = [], []
+    for ev, end, strings in zip(found.events, found.ends, found.strings, strict=True):
+        lost = np.zeros(len(ev.off), dtype=bool)
+        for field in STRING_FIELDS:
+            if field not in strings:
+                continue
+            col = getattr(ev, field)
+            has = np.flatnonzero(col >= 0)
+            col[has] = vocab.codes_of(strings[field])[col[has]]
+            lost[has] |= col[has] < 0
+        if lost.any():
+            keep = np.flatnonzero(~lost)
+            ev, end = ev.take(keep), end[keep]
+        events.append(ev)
         ends.append(end)
-    return meta, evs, ends
+    return events, ends
 
 
 class _Batch:
     """Records being decoded: their starts, the fields decoded so far, and which still follow
     the layout (``ok``)."""
 
-    def __init__(self, sc: Words, start: np.ndarray, vocab: Vocab) -> None:
+    def __init__(self, sc: Words, start: np.ndarray) -> None:
         n = len(start)
-        self.sc, self.vocab = sc, vocab
+        self.sc = sc
+        self.strings: dict[str, HashedStrings] = {}
         self.W, self.B = sc.words, sc.bytes
         self.start = start
         self.ph = self.B[start + len(EVENT_START)]
@@ -110,9 +144,12 @@ class _Batch:
         self.shape = np.full(n, -1, dtype=np.int32)
         self.end = np.zeros(n, dtype=np.int64)
 
-    def encode(self, start: np.ndarray, length: np.ndarray, words: list[np.ndarray]) -> np.ndarray:
-        """Vocabulary codes of the strings at ``start`` (-1: a hash collision)."""
-        return self.vocab.encode(self.sc, start, length, words)
+    def encode(
+        self, field: str, start: np.ndarray, length: np.ndarray, words: list[np.ndarray]
+    ) -> np.ndarray:
+        """Batch-local codes of the strings of ``field`` at ``start`` (-1: a collision)."""
+        codes, self.strings[field] = hash_strings(self.sc, start, length, words)
+        return codes
 
     def events(self) -> tuple[Events, np.ndarray]:
         """The records still ``ok``, and their end offsets."""
@@ -123,13 +160,10 @@ class _Batch:
         return ev.take(keep), self.end[keep]
 
 
-def _records(sc: Words, start: np.ndarray, vocab: Vocab) -> tuple[Events, np.ndarray]:
-    """Decode the records starting at ``start`` (each begins with ``EVENT_START``).
-
-    Returns:
-        (events, end offsets) of the records that follow Horovod's layout exactly.
-    """
-    r = _Batch(sc, start, vocab)
+def _records(sc: Words, start: np.ndarray) -> _Batch:
+    """Decode the records starting at ``start`` (each begins with ``EVENT_START``); those that
+    follow Horovod's layout exactly are left ``ok``."""
+    r = _Batch(sc, start)
     after_phase = start + len(EVENT_START) + 1
     is_e = r.ph == ord("E")
     ts_at = np.empty(len(start), dtype=np.int64)
@@ -146,10 +180,12 @@ def _records(sc: Words, start: np.ndarray, vocab: Vocab) -> tuple[Events, np.nda
     _instant_tail(r, np.flatnonzero(is_instant), after_ts)
     _pid_tail(r, np.flatnonzero(~is_instant), after_ts)
     good = np.flatnonzero(r.ok[named])
-    r.name[named[good]] = r.encode(name_at[good], name_len[good], [x[good] for x in name_words])
+    r.name[named[good]] = r.encode(
+        "name", name_at[good], name_len[good], [x[good] for x in name_words]
+    )
     # a hash collision (never seen, possible in principle) sends the record to the slow path
     r.ok &= is_e | (r.name >= 0)
-    return r.events()
+    return r
 
 
 def _name(
@@ -210,8 +246,8 @@ def _dur_or_args(r: _Batch, rows: np.ndarray, at: np.ndarray) -> np.ndarray:
     g = np.flatnonzero(args_ok)
     if len(g):
         target = rows[ia[g]]
-        r.dtype[target] = r.encode(dtype_at[g], dtype_len[g], [x[g] for x in dtype_words])
-        r.shape[target] = r.encode(shape_at[g], shape_len[g], [x[g] for x in shape_words])
+        r.dtype[target] = r.encode("dtype", dtype_at[g], dtype_len[g], [x[g] for x in dtype_words])
+        r.shape[target] = r.encode("shape", shape_at[g], shape_len[g], [x[g] for x in shape_words])
         # a hash collision (never seen) sends the record to the slow path
         args_ok[g] &= (r.dtype[target] >= 0) & (r.shape[target] >= 0)
     ok[ia] = args_ok

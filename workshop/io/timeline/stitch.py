@@ -14,8 +14,7 @@ import numpy as np
 
 from workshop.io.timeline.events import Events, Store, concat
 from workshop.io.timeline.records import Reader
-from workshop.io.timeline.scanner import LONGEST_RECORD_CHECKED, find_records
-from workshop.io.timeline.vocab import Vocab
+from workshop.io.timeline.scanner import LONGEST_RECORD_CHECKED, Found, find_records, give_codes
 from workshop.io.timeline.words import Words
 
 CHUNK = 1 << 22  # bytes per scan task (cache-sized)
@@ -23,8 +22,6 @@ THREADS = min(2, os.cpu_count() or 1)  # scan workers
 KEEP_MAPPED = 1 << 16  # bytes before the scan position kept mapped (gaps are read again)
 TAIL_BYTES = 64  # enough to see how the data ends
 NEWER_LAYOUT_WINDOW = 1 << 20  # bytes before the end searched for the newer '},{' joins
-
-ChunkResult = tuple[np.ndarray, list[Events], list[np.ndarray]]
 
 
 def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
@@ -41,10 +38,11 @@ def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
     prev_end = body_lo  # end of the last record taken
     fast_hi = max(n - LONGEST_RECORD_CHECKED, body_lo)
     bounds = [(lo, min(fast_hi, lo + CHUNK)) for lo in range(body_lo, fast_hi, CHUNK)]
-    results = _chunk_results(sc, bounds, rd.vocab)
+    results = _chunk_results(sc, bounds)
     try:
-        for (lo, hi), (meta_cand, evs, ends) in zip(bounds, results, strict=True):
-            metas = _metadata_records(rd, meta_cand, prev_end)
+        for (lo, hi), found in zip(bounds, results, strict=True):
+            evs, ends = give_codes(found, rd.vocab)
+            metas = _metadata_records(rd, found.meta, prev_end)
             if metas or (evs and len(evs[0].off) and evs[0].off[0] < prev_end):
                 evs, ends = _drop_inside(evs, ends, metas, prev_end)
             prev_end = _tile(rd, sc, evs, ends, metas, prev_end, store)
@@ -66,14 +64,12 @@ def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
     return events
 
 
-def _chunk_results(
-    sc: Words, bounds: list[tuple[int, int]], vocab: Vocab
-) -> Iterator[ChunkResult]:
+def _chunk_results(sc: Words, bounds: list[tuple[int, int]]) -> Iterator[Found]:
     """:func:`find_records` of each chunk, in order, computed ahead by worker threads."""
     workers = min(THREADS, len(bounds))
     if workers <= 1:
         for lo, hi in bounds:
-            yield find_records(sc, lo, hi, vocab)
+            yield find_records(sc, lo, hi)
         return
     pool = ThreadPoolExecutor(workers)
     try:
@@ -81,7 +77,7 @@ def _chunk_results(
         for i in range(len(bounds)):
             while len(pending) < 2 * workers and i + len(pending) < len(bounds):
                 lo, hi = bounds[i + len(pending)]
-                pending.append(pool.submit(find_records, sc, lo, hi, vocab))
+                pending.append(pool.submit(find_records, sc, lo, hi))
             yield pending.popleft().result()
     finally:
         pool.shutdown(cancel_futures=True)
