@@ -105,7 +105,9 @@ in_root() {  # in_root [--lock] COMMAND: a bash command line in the root, clean 
         [[ -n "$BUILD_LOCK" ]] && prefix=(flock "$BUILD_LOCK")
         shift
     fi
-    "${prefix[@]}" chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+    # (the start time is written once the lock is held, so waiting for it is not counted)
+    "${prefix[@]}" sh -c 'date +%s >"$0"; exec "$@"' "$DIR/started" \
+        chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         ${GCC:+CC=gcc-$GCC CXX=g++-$GCC} "${certs[@]}" \
         bash -c "cd /root/workshop && $1"
@@ -132,7 +134,7 @@ say "README command 1: bash scripts/setup.sh (log $DIR/setup.log)"
 start=$(date +%s)
 setup_rc=0
 in_root --lock "bash scripts/setup.sh" >"$DIR/setup.log" 2>&1 || setup_rc=$?
-setup_s=$(($(date +%s) - start))
+setup_s=$(($(date +%s) - $(cat "$DIR/started" 2>/dev/null || echo "$start")))
 say "setup: exit $setup_rc after $setup_s s"
 
 test_rc=-1 test_s=0
@@ -153,7 +155,7 @@ versions=$(in_root 'echo "Debian $(cat /etc/debian_version)";
 {
     echo "suite: $SUITE ($MIRROR)${GCC:+, CC=gcc-$GCC CXX=g++-$GCC}${CMAKE:+, PyPI cmake $CMAKE};" \
         "commit: $commit;" \
-        "host CA bundle for HTTPS: ${certs:+yes}${certs:-no}"
+        "host CA bundle for HTTPS: $( ((${#certs[@]})) && echo yes || echo no)"
     echo "$versions"
     echo "horovod build: $(grep -E '^\[horovod\] (cmake|built in|installed|using cached)' \
         "$DIR/setup.log" | paste -sd ' ' || true)"
