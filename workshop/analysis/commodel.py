@@ -11,6 +11,12 @@ per byte. The first term grows with N (latency-bound: many small tensors, seed 0
 negotiation allreduces), the second tends to 2 m / B (bandwidth-optimal, but not
 latency-optimal: seed 003).
 
+It is a model of one algorithm. Horovod hands each fused buffer to its collective library,
+which picks the algorithm that runs (Horovod 0.28.1: Gloo's ``gloo::allreduce`` defaults to a
+ring; ``MPI_Allreduce`` is the MPI library's choice by message size and process count, e.g.
+recursive doubling or Rabenseifner in Open MPI; NCCL chooses a ring or a tree); a tree or
+recursive doubling has a latency term growing like log2(N) instead.
+
 Fitting: every allreduce measured in a Horovod timeline gives one (N, m, t) point; t is linear
 in (alpha, beta) with regressors 2(N-1) and 2(N-1)/N * m, so a least-squares fit gives both.
 With one N only (this 2-core machine: N = 2) the fit still separates alpha from beta through
