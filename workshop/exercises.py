@@ -39,6 +39,10 @@ class Verdict:
     def __bool__(self) -> bool:
         return bool(self.ok)
 
+    def _ipython_display_(self) -> None:
+        # check() has printed the message; a check cell ending in check(...) shows it once.
+        pass
+
 
 _RESULTS: dict[str, bool] = {}
 
