@@ -37,7 +37,7 @@ def test_fusion_off_sends_the_same_bytes_in_one_operation_per_tensor():
     assert default["steps"] == off["steps"] == 60
     assert default["tensors_per_step"] == off["tensors_per_step"] == 8
     assert default["bytes_per_step"] == off["bytes_per_step"] == GRADIENT_BYTES
-    assert default["dtypes"] == "float32"
+    assert default["gradient_dtypes"] == "float32"
     # fusion off: one collective per tensor; on: several tensors share one
     assert off["ops_per_step"] == 8 and off["tensors_per_op"] == 1
     assert default["ops_per_step"] < 8 and default["tensors_per_op"] > 1

@@ -57,7 +57,7 @@ def comm_table(
         operations that carried them: tensors fused into one buffer travel in one operation,
         see :func:`~workshop.analysis.commodel.allreduce_ops`); ``bytes`` (gradient bytes
         reduced by this rank, from each tensor's dtype and shape as Horovod recorded them);
-        ``dtypes`` (the gradients' dtypes in the allreduce, ``;``-separated); ``ticks``
+        ``gradient_dtypes`` (the gradients' dtypes in the allreduce, ``;``-separated); ``ticks``
         (rank-readiness ticks of gradients: recorded only when a tensor is negotiated in full,
         not answered from the response cache); per step: ``tensors_per_step``,
         ``ops_per_step``, ``bytes_per_step``, ``ticks_per_step``; ``tensors_per_op``;
@@ -79,7 +79,7 @@ def comm_table(
             "gradient_tensors": len(op_spans),
             "allreduce_ops": len(ops),
             "bytes": float(ops["bytes"].sum()),
-            "dtypes": ";".join(sorted(set(op_spans["dtype"].dropna().astype(str)))),
+            "gradient_dtypes": ";".join(sorted(set(op_spans["dtype"].dropna().astype(str)))),
             "ticks": len(ticks),
             "tensors_per_step": len(op_spans) / count,
             "ops_per_step": len(ops) / count,
