@@ -54,5 +54,5 @@ def test_comm_vs_elapsed(cpu):
 
 
 def test_wrong_frame_is_named():
-    with pytest.raises(TypeError, match="missing \\['time_s'\\]"):
+    with pytest.raises(ValueError, match=r"no column\(s\) \[.time_s.\]"):
         plots.plot_routine_times(pd.DataFrame({"routine": [], "calls": []}))

@@ -82,5 +82,5 @@ def test_mpi_time_against_training_time():
     lines = analysis.diagnose(prof, metrics=metrics)
     assert any("not the share of training time lost" in line for line in lines)
     assert any("5.63x that" in line and "outside it" in line for line in lines)
-    with pytest.raises(ValueError, match="lacks column"):
+    with pytest.raises(ValueError, match="metrics DataFrame has no column"):
         analysis.comm_vs_training(prof, metrics.drop(columns="steps"))

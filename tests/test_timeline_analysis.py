@@ -350,9 +350,9 @@ def test_backend_rules_on_constructed_spans() -> None:
 
 def test_inputs_are_checked_at_the_door() -> None:
     tl, _ = load("tl-torch-gloo-np2")
-    with pytest.raises(ValueError, match="spans DataFrame lacks column"):
+    with pytest.raises(ValueError, match="spans DataFrame has no column"):
         A.breakdown(tl.ticks)
-    with pytest.raises(ValueError, match="ticks DataFrame lacks column"):
+    with pytest.raises(ValueError, match="ticks DataFrame has no column"):
         A.stragglers(tl.spans)
     with pytest.raises(TypeError, match="must be a DataFrame"):
         A.negotiation_share([1, 2])

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from workshop.analysis.scaling import scaling_groups, speedup_table
+from workshop.frames import require_columns
 from workshop.rules import ring_allreduce_time_s
 
 COLLECTIVES = ("GLOO_ALLREDUCE", "MPI_ALLREDUCE", "NCCL_ALLREDUCE", "CCL_ALLREDUCE")
@@ -70,9 +71,7 @@ def allreduce_ops(spans: pd.DataFrame, np_workers: int) -> pd.DataFrame:
         ValueError: if a column is missing.
     """
     needed = ["tensor", "kind", "name", "start_us", "end_us", "dtype", "shape"]
-    missing = [c for c in needed if c not in spans.columns]
-    if missing:
-        raise ValueError(f"allreduce_ops: the spans DataFrame has no column(s) {missing}")
+    require_columns(spans, needed, "allreduce_ops", frame="spans")
     ops = spans[(spans["kind"] == "op") & (spans["name"] == "ALLREDUCE")].dropna(
         subset=["dtype", "shape"]
     )
@@ -135,9 +134,7 @@ def fit_alpha_beta(ops: pd.DataFrame, *, quantile: float | None = None) -> dict:
         ValueError: if a column is missing, fewer than 3 usable points remain, or all messages
             have the same size and only one N was measured (alpha and B cannot be separated).
     """
-    missing = [c for c in ("np", "bytes", "dur_us") if c not in ops.columns]
-    if missing:
-        raise ValueError(f"fit_alpha_beta: the input DataFrame has no column(s) {missing}")
+    require_columns(ops, ("np", "bytes", "dur_us"), "fit_alpha_beta")
     d = ops[(ops["np"] >= 2) & np.isfinite(ops["dur_us"]) & (ops["bytes"] > 0)]
     if quantile is not None:
         d = d.groupby(["np", "bytes"], as_index=False)["dur_us"].quantile(quantile)
@@ -405,11 +402,7 @@ def comm_model_vs_measurement(
     """
     needed = ["run", "np", "steps", "epochs_done", "steady_epoch_time_s", "batch_size",
               "dataset", "fusion_threshold_mb", "cycle_time_ms"]  # fmt: skip
-    missing = [c for c in needed if c not in runs.columns]
-    if missing:
-        raise ValueError(
-            f"comm_model_vs_measurement: the runs DataFrame has no column(s) {missing}"
-        )
+    require_columns(runs, needed, "comm_model_vs_measurement", frame="runs")
     ops_by_run = {}
     for row in runs.itertuples():
         if row.np >= 2 and row.run in spans_by_run:

@@ -20,6 +20,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from workshop.frames import require_columns
+
 # The rules the training programs follow (one home for both), so the analysis can never
 # drift from what ran.
 from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
@@ -27,10 +29,7 @@ from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
 RULES = LR_SCALINGS
 
 
-def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: the input DataFrame has no column(s) {missing}")
+_require = require_columns
 
 
 def lr_schedule(

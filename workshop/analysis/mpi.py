@@ -33,6 +33,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from workshop.frames import require_columns
 from workshop.io.mpitrace import MpiProfile
 
 #: Allreduces of at most this many bytes count as negotiation (Horovod's bit vectors).
@@ -499,10 +500,10 @@ def comm_vs_training(
     Raises:
         ValueError: ``metrics`` lacks ``train_time_s`` or ``steps``, or has no steps.
     """
-    missing = [c for c in ("train_time_s", "steps") if c not in metrics.columns]
-    if missing:
-        raise ValueError(f"the metrics DataFrame lacks column(s) {missing}: pass "
-                         "workshop.io.read_metrics(run_dir)")  # fmt: skip
+    require_columns(
+        metrics, ("train_time_s", "steps"), "comm_vs_training", frame="metrics",
+        hint="pass workshop.io.read_metrics(run_dir)",
+    )  # fmt: skip
     steps = int(metrics["steps"].sum())
     if steps <= 0:
         raise ValueError("the metrics hold no training steps")

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from workshop.frames import require_columns
 from workshop.rules import ring_allreduce_time_s
 
 VALUE_BYTES = 4  # fp32 parameters, gradients, optimizer state and activations
@@ -366,10 +367,7 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def _check_columns(df: pd.DataFrame, columns: Iterable[str], where: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{where}: the input DataFrame has no column(s) {missing}")
+_check_columns = require_columns
 
 
 def model_estimates(

@@ -24,13 +24,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from workshop.frames import require_columns
+
 METRICS = ("wall", "train", "throughput")
 
 
-def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: the input DataFrame has no column(s) {missing}")
+_require = require_columns
 
 
 def first_epoch_overhead(epochs: pd.DataFrame) -> pd.DataFrame:

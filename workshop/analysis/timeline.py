@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from workshop.frames import require_columns
 from workshop.io.timeline import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -73,12 +74,10 @@ HIERARCHICAL_MARKS = {"MEMCPY_IN_HOST_BUFFER", "MEMCPY_OUT_HOST_BUFFER"}
 def _need(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{what} must be a DataFrame (Timeline.{what}), got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(
-            f"the {what} DataFrame lacks column(s) {missing}: pass Timeline.{what} "
-            "from workshop.io.read_timeline"
-        )
+    require_columns(
+        df, columns, "workshop.analysis.timeline", frame=what,
+        hint=f"pass Timeline.{what} from workshop.io.read_timeline",
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

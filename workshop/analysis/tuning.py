@@ -18,12 +18,9 @@ import pandas as pd
 from workshop.analysis.commodel import allreduce_ops
 from workshop.analysis.mpi import negotiation_signature, routine_table
 from workshop.analysis.timeline import gradient_tensors, step_starts
+from workshop.frames import require_columns
 
-
-def _need(df: pd.DataFrame, columns: list[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: the input DataFrame has no column(s) {missing}")
+_need = require_columns
 
 
 def gradient_spans(spans: pd.DataFrame) -> pd.DataFrame:

@@ -11,14 +11,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
+from workshop.frames import require_columns
+
 
 def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise TypeError(
-            f"{what} needs a DataFrame with the columns {columns}; missing {missing} "
-            "(pass the result of the matching workshop.analysis.mpi function)"
-        )
+    require_columns(
+        df, columns, what, hint="pass the result of the matching workshop.analysis.mpi function"
+    )
 
 
 def plot_routine_times(

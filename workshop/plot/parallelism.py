@@ -8,6 +8,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
+from workshop.frames import require_columns
+
 PHASE_COLORS = {
     "forward_backward": "tab:blue",
     "forward": "tab:blue",
@@ -26,9 +28,7 @@ def _axes(ax: Axes | None, size: tuple[float, float] = (8, 3)) -> Axes:
 
 
 def _need(df: pd.DataFrame, columns: list[str], where: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{where}: the DataFrame has no column(s) {missing}")
+    require_columns(df, columns, where)
 
 
 def plot_timeline(
