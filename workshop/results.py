@@ -7,11 +7,23 @@ import math
 from pathlib import Path
 
 
-def _plain(value):
-    """numpy/pandas scalars -> Python numbers; NaN -> None (JSON has no NaN)."""
+def json_safe(value):
+    """``value`` made fit for JSON (the one home for this conversion).
+
+    numpy/pandas scalars become Python numbers; NaN and infinities become None (JSON has
+    neither); dicts (keys made strings), lists and tuples are converted item by item.
+
+    >>> import numpy as np
+    >>> json_safe({1: np.float64("nan"), "n": [np.int64(3), (float("inf"), 0.5)]})
+    {'1': None, 'n': [3, [None, 0.5]]}
+    """
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
     if hasattr(value, "item"):
         value = value.item()
-    if isinstance(value, float) and math.isnan(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
@@ -21,7 +33,7 @@ def save(path: str | Path, values: dict) -> dict:
 
     Returns the values as written, so the notebook can display them.
     """
-    plain = {key: _plain(value) for key, value in values.items()}
+    plain = {key: json_safe(value) for key, value in values.items()}
     if path:
         Path(path).write_text(json.dumps(plain, indent=2, sort_keys=True) + "\n")
     return plain

@@ -35,6 +35,7 @@ import pandas as pd
 
 from workshop.frames import require_columns
 from workshop.io.mpitrace import MpiProfile
+from workshop.results import json_safe
 
 #: Allreduces of at most this many bytes count as negotiation (Horovod's bit vectors).
 SMALL_BYTES = 16
@@ -384,15 +385,6 @@ def profile_summary(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> di
         ``complete`` (all files complete), ``warnings``. Missing numbers are None.
     """
 
-    def clean(value: object) -> object:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, np.integer):
-            return int(value)
-        if isinstance(value, np.floating):
-            return clean(float(value))
-        return value
-
     routines: dict[str, dict[str, dict[str, object]]] = {}
     for rank, group in profile.routines.groupby("rank", sort=True):
         routines[str(rank)] = {
@@ -412,23 +404,23 @@ def profile_summary(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> di
         "ranks": profile.ranks,
         "layout": profile.layout,
         "routines": routines,
-        "comm_s": {str(r): clean(float(v)) for r, v in files["comm_s"].items()},
-        "elapsed_s": {str(r): clean(float(v)) for r, v in files["elapsed_s"].items()},
+        "comm_s": {str(r): json_safe(float(v)) for r, v in files["comm_s"].items()},
+        "elapsed_s": {str(r): json_safe(float(v)) for r, v in files["elapsed_s"].items()},
         "comm_fraction": {
-            str(r): clean(float(files.loc[r, "comm_s"]) / float(files.loc[r, "elapsed_s"]))
+            str(r): json_safe(float(files.loc[r, "comm_s"]) / float(files.loc[r, "elapsed_s"]))
             if float(files.loc[r, "elapsed_s"]) > 0
             else None
             for r in files.index
         },
-        "dominant_routine": {k: clean(v) for k, v in dom.items()},
+        "dominant_routine": {k: json_safe(v) for k, v in dom.items()},
         "signature_rank": sig["rank"],
-        "small_allreduce_calls": clean(sig["small_calls"]),
-        "small_allreduce_time_s": clean(sig["small_time_s"]),
-        "large_allreduce_calls": clean(sig["large_calls"]),
-        "large_allreduce_time_s": clean(sig["large_time_s"]),
+        "small_allreduce_calls": json_safe(sig["small_calls"]),
+        "small_allreduce_time_s": json_safe(sig["small_time_s"]),
+        "large_allreduce_calls": json_safe(sig["large_calls"]),
+        "large_allreduce_time_s": json_safe(sig["large_time_s"]),
         "small_allreduce_bytes_max": small_bytes,
         "signature_source": sig["source"],
-        "load_imbalance": {k: clean(v) for k, v in load_imbalance(profile).items()},
+        "load_imbalance": {k: json_safe(v) for k, v in load_imbalance(profile).items()},
         "complete": bool(profile.files["complete"].all()),
         "warnings": list(profile.warnings),
     }

@@ -19,6 +19,7 @@ import pandas as pd
 
 from workshop.analysis import lr as lr_analysis
 from workshop.analysis import scaling
+from workshop.results import json_safe
 
 
 def register(subparsers) -> None:
@@ -53,18 +54,6 @@ def _per_np(frame: pd.DataFrame, column: str) -> dict[str, float | None]:
         value = float(value)
         out[str(int(n))] = None if math.isnan(value) else round(value, 6)
     return out
-
-
-def _clean(value):
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _load(paths: list[Path]) -> dict:
@@ -286,7 +275,7 @@ def json_report(report: dict) -> dict:
     for block in report["groups"]:
         table = block["table"]
         entry = {
-            "key": _clean(block["key"]),
+            "key": json_safe(block["key"]),
             "np": [int(n) for n in table["np"]],
             "speedup": {m: _per_np(table, f"speedup_{m}") for m in scaling.METRICS},
             "efficiency": {m: _per_np(table, f"efficiency_{m}") for m in scaling.METRICS},
@@ -331,7 +320,7 @@ def json_report(report: dict) -> dict:
         if table is not None:
             comm["table"] = table.to_dict(orient="records")
         out["comm_model"] = comm
-    return _clean(out)
+    return json_safe(out)
 
 
 def main(args: argparse.Namespace) -> int:
