@@ -14,7 +14,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = ["doctor", "run", "sweep", "timeline", "mpi", "scaling", "jobscript", "profiler"]
+COMMAND_MODULES = [
+    "doctor", "run", "sweep", "timeline", "mpi", "scaling", "jobscript", "profiler", "check",
+]  # fmt: skip
 
 
 def build_parser(commands: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:

@@ -1,0 +1,423 @@
+"""``workshop check``: verdicts on hand-built observations, the runner's hooks, and live runs
+of the learner-style scripts in tests/check_scripts/ (one correct, one per missing practice,
+a crash, an endless loop)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workshop import check
+from workshop.check import verdicts
+from workshop.check.observe import array_fingerprint, row_digests
+from workshop.check.runner import AfterImport
+
+SCRIPTS = Path(__file__).parent / "check_scripts"
+A, B, C = ["a", 1.0], ["b", 2.0], ["c", 3.0]
+
+
+def step(grads, params=None, lr=(0.1,), allreduces=2, broadcasts=2):
+    entry = {"lr": list(lr), "grads": grads, "allreduces": allreduces, "broadcasts": broadcasts}
+    if params is not None:
+        entry["params"] = params
+    return entry
+
+
+def rank(r, *, steps=None, samples=None, saves=(), init=True, final=None, size=2):
+    """One rank's observations (schema of workshop.check.observe) with sensible defaults."""
+    if steps is None:
+        steps = [step([A, B], [A, B], allreduces=2), step([A, C], [B, C], allreduces=4)]
+    return {
+        "env_rank": r,
+        "init": {"calls": 1, "framework": "torch", "rank": r, "size": size} if init else None,
+        "horovod_imported": ["torch"],
+        "steps": steps,
+        "final_params": final,
+        "samples": [f"{r}-{i}" for i in range(4)] if samples is None else samples,
+        "saves": list(saves),
+    }
+
+
+# -- init ------------------------------------------------------------------------------------
+def test_init_holds_when_every_rank_initialised():
+    result = verdicts.check_init([rank(0), rank(1)])
+    assert result.ok is True
+    assert result.evidence == "hvd.init() ran on 2 of 2 ranks (horovod.torch, size 2)"
+
+
+def test_init_fails_when_no_rank_or_one_rank_initialised():
+    none = verdicts.check_init([rank(0, init=False), rank(1, init=False)])
+    assert none.ok is False and "never ran on any of the 2 ranks" in none.evidence
+    one = verdicts.check_init([rank(0), rank(1, init=False)])
+    assert one.ok is False and "ran on 1 of 2 ranks; not on rank 1" in one.evidence
+
+
+def test_init_fails_for_another_framework_or_size():
+    other = verdicts.check_init([rank(0), rank(1)], framework="tensorflow")
+    assert other.ok is False and "expected horovod.tensorflow" in other.evidence
+    alone = verdicts.check_init([rank(0, size=1), rank(1, size=1)])
+    assert alone.ok is False and "size is 1, not 2" in alone.evidence
+
+
+# -- broadcast -------------------------------------------------------------------------------
+def test_broadcast_holds_when_parameters_match_after_a_broadcast():
+    result = verdicts.check_broadcast([rank(0, final=[A]), rank(1, final=[A])])
+    assert result.ok is True
+    assert (
+        "identical on all 2 ranks before the first step (2 tensors); 2 tensors were "
+        "broadcast before it; still identical after the last step" in result.evidence
+    )
+
+
+def test_broadcast_fails_when_parameters_match_only_by_seed():
+    steps = [step([A], [A, B], broadcasts=0), step([A], [A, B], broadcasts=0)]
+    result = verdicts.check_broadcast([rank(0, steps=steps), rank(1, steps=steps)])
+    assert result.ok is False and "nothing was broadcast" in result.evidence
+
+
+def test_broadcast_after_the_first_step_holds_and_never_fails():
+    # TensorFlow's pattern: different at step 1 (own seeds), equal at step 2 after broadcasts.
+    r0 = [step([A], [A, B], broadcasts=0), step([A], [C, C], broadcasts=9)]
+    r1 = [step([A], [B, B], broadcasts=0), step([A], [C, C], broadcasts=9)]
+    result = verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)])
+    assert result.ok is True
+    assert (
+        "differ on 1 of 2 tensors before the first step, identical from step 2 on after "
+        "9 tensors" in result.evidence
+    )
+    # Still different at step 2: never broadcast.
+    r1[1] = step([A], [A, A], broadcasts=0)
+    r0[1] = step([A], [C, C], broadcasts=0)
+    result = verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)])
+    assert result.ok is False and "on 2 of 2 before step 2" in result.evidence
+
+
+def test_broadcast_cannot_judge_without_steps():
+    result = verdicts.check_broadcast([rank(0, steps=[]), rank(1)])
+    assert result.ok is None and "no optimizer step was seen on rank 0" in result.evidence
+
+
+# -- averaged --------------------------------------------------------------------------------
+def test_averaged_holds_when_every_step_matches_and_horovod_reduced():
+    result = verdicts.check_averaged([rank(0), rank(1)])
+    assert result.ok is True
+    assert result.evidence == (
+        "gradients identical on all 2 ranks at each of 2 steps (2 tensors; 4 tensors allreduced)"
+    )
+
+
+def test_averaged_fails_on_the_first_differing_step():
+    other = [step([A, B], [A, B]), step([A, B], [B, C])]  # step 2: second tensor differs
+    result = verdicts.check_averaged([rank(0), rank(1, steps=other)])
+    assert result.ok is False
+    # norms: rank 0 step 2 = sqrt(1 + 9) = 3.162, rank 1 = sqrt(1 + 4) = 2.236
+    assert (
+        "step 2: gradients differ on 1 of 2 tensors (gradient norm 3.162 vs 2.236"
+        in result.evidence
+    )
+    assert "they differ at 1 of 2 steps" in result.evidence
+
+
+def test_averaged_fails_when_identical_without_any_allreduce():
+    steps = [step([A], allreduces=0)]
+    result = verdicts.check_averaged([rank(0, steps=steps), rank(1, steps=steps)])
+    assert result.ok is False and "Horovod allreduced nothing" in result.evidence
+
+
+def test_averaged_fails_when_step_counts_differ():
+    result = verdicts.check_averaged([rank(0), rank(1, steps=[step([A, B])])])
+    assert result.ok is False and "(rank 0 2, rank 1 1)" in result.evidence
+
+
+# -- sharded ---------------------------------------------------------------------------------
+def test_sharded_holds_with_disjoint_samples():
+    result = verdicts.check_sharded([rank(0), rank(1)])
+    assert result.ok is True
+    assert result.evidence == "rank 0 and rank 1 saw 0 common samples of 4 and 4"
+
+
+def test_sharded_fails_when_ranks_see_the_same_samples():
+    same = ["x", "y", "z", "x"]  # 3 distinct samples, seen again in a second epoch
+    result = verdicts.check_sharded([rank(0, samples=same), rank(1, samples=same)])
+    assert result.ok is False
+    assert "saw 3 common samples of 3 and 3 (100%)" in result.evidence
+
+
+def test_sharded_warns_on_a_few_common_samples_and_without_batches():
+    r0 = [f"s{i}" for i in range(200)]
+    r1 = [f"t{i}" for i in range(199)] + ["s0"]  # 1 of 200 = 0.5% <= 1%
+    few = verdicts.check_sharded([rank(0, samples=r0), rank(1, samples=r1)])
+    assert few.ok is None and "1 common samples of 200 and 200 (0.5%)" in few.evidence
+    none = verdicts.check_sharded([rank(0, samples=[]), rank(1)])
+    assert none.ok is None and "no training batch was seen on rank 0" in none.evidence
+
+
+# -- rank0_checkpoint ------------------------------------------------------------------------
+def test_rank0_checkpoint_verdicts():
+    save = {"path": "ckpt.pt", "how": "torch.save"}
+    only0 = verdicts.check_rank0_checkpoint([rank(0, saves=[save]), rank(1)])
+    assert only0.ok is True and only0.evidence == "1 save, all by rank 0 (ckpt.pt)"
+    both = verdicts.check_rank0_checkpoint([rank(0, saves=[save]), rank(1, saves=[save])])
+    assert both.ok is False and both.evidence.startswith("rank 1 saved 1 file (ckpt.pt)")
+    nothing = verdicts.check_rank0_checkpoint([rank(0), rank(1)])
+    assert nothing.ok is None and "nothing to judge" in nothing.evidence
+
+
+# -- lr_scaled -------------------------------------------------------------------------------
+def base(lr):
+    return {"steps": [step([], lr=(lr,))]}
+
+
+def test_lr_linear_and_sqrt_scaling_hold():
+    ranks = [rank(0), rank(1)]  # lr 0.1 at np=2
+    linear = verdicts.check_lr_scaled(ranks, base(0.05))
+    assert linear.ok is True
+    assert linear.evidence == "linear scaling: lr 0.1 at np=2 vs 0.05 at np=1 (x2)"
+    sqrt = verdicts.check_lr_scaled(ranks, base(0.1 / 2**0.5))
+    assert sqrt.ok is True and sqrt.evidence.startswith("square-root scaling")
+
+
+def test_lr_unscaled_or_unseen_is_a_warning():
+    ranks = [rank(0), rank(1)]
+    same = verdicts.check_lr_scaled(ranks, base(0.1))
+    assert same.ok is None
+    assert "not scaled: lr 0.1 at np=2 vs 0.1 at np=1 (x1)" in same.evidence
+    assert "0.2 (linear)" in same.evidence
+    unseen = verdicts.check_lr_scaled(ranks, None, "the np=1 run crashed")
+    assert unseen.ok is None and unseen.evidence.endswith("the np=1 run crashed")
+    odd = verdicts.check_lr_scaled(ranks, base(0.01))
+    assert odd.ok is None and "neither linear (x2) nor square-root" in odd.evidence
+
+
+def test_lr_warmup_is_reported_as_a_warning():
+    steps = [step([A], lr=(0.1,)), step([A], lr=(0.15,))]
+    result = verdicts.check_lr_scaled([rank(0, steps=steps), rank(1, steps=steps)], base(0.1))
+    assert result.ok is None and "rising to 0.15 by step 2" in result.evidence
+
+
+def test_lr_fails_when_ranks_disagree():
+    other = [step([A], lr=(0.2,))]
+    result = verdicts.check_lr_scaled([rank(0), rank(1, steps=other)], base(0.1))
+    assert result.ok is False and "(rank 0 0.1, rank 1 0.2)" in result.evidence
+
+
+# -- judge, report ---------------------------------------------------------------------------
+def test_judge_orders_the_checks_and_sorts_ranks():
+    checks = verdicts.judge([rank(1), rank(0)], base(0.05))
+    assert tuple(checks) == check.CHECK_NAMES
+    assert [c.ok for c in checks.values()] == [True, True, True, True, None, True]
+
+
+def test_report_text_and_json_shape():
+    checks = verdicts.judge([rank(0), rank(1)], base(0.1))
+    report = check.Report("train.py", 2, "torch", checks, 0, 1.25)
+    lines = report.text().splitlines()
+    assert lines[0] == "workshop check train.py (np=2, horovod.torch): 1.2 s"
+    assert lines[1].split()[:2] == ["OK", "init"]
+    assert lines[-2].split()[:2] == ["WARN", "lr_scaled"]
+    assert lines[-1] == "exit code 0: every practice holds (see the warnings)"
+    assert str(report) == report.text()
+    shape = report.to_dict()
+    assert shape["exit_code"] == 0 and list(shape["checks"]) == list(check.CHECK_NAMES)
+    assert shape["checks"]["init"] == {"ok": True, "evidence": checks["init"].evidence}
+    json.dumps(shape)  # serialisable
+
+
+# -- observation helpers and the runner ------------------------------------------------------
+def test_fingerprints_see_values_shape_and_dtype():
+    import numpy as np
+
+    a = np.arange(6, dtype=np.float32)
+    assert array_fingerprint(a) == array_fingerprint(a.copy())
+    assert array_fingerprint(a)[0] != array_fingerprint(a.reshape(2, 3))[0]
+    assert array_fingerprint(a)[0] != array_fingerprint(a.astype(np.float64))[0]
+    assert array_fingerprint(np.array([3.0, 4.0]))[1] == 5.0
+    rows = row_digests(np.array([[1, 2], [3, 4], [1, 2]]))
+    assert len(rows) == 3 and rows[0] == rows[2] != rows[1]
+
+
+def test_after_import_hook_sees_the_module_once(tmp_path, monkeypatch):
+    (tmp_path / "fresh_module_for_check.py").write_text("VALUE = 41\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    finder = AfterImport({"fresh_module_for_check": lambda m: seen.append(m.VALUE)})
+    finder.install()
+    try:
+        import fresh_module_for_check
+
+        assert seen == [41]
+        assert type(fresh_module_for_check.__loader__).__name__ == "SourceFileLoader"
+    finally:
+        sys.meta_path.remove(finder)
+        sys.modules.pop("fresh_module_for_check", None)
+
+
+def run_runner(tmp_path, source: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    script = tmp_path / "learner.py"
+    script.write_text(source)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "workshop.check.runner", "--out", str(out), str(script), *args],
+        capture_output=True, text=True, timeout=60, env=os.environ | {"HOROVOD_RANK": "3"},
+    )  # fmt: skip
+    return result, json.loads((out / "rank.3.json").read_text())
+
+
+def test_runner_runs_the_script_as_main_and_records_its_crash(tmp_path):
+    source = (
+        "import sys\n"
+        "assert __name__ == '__main__'\n"
+        "print(sys.argv[1:], sys.path[0])\n"
+        "def fail():\n"
+        "    raise KeyError('missing column')\n"
+        "fail()\n"
+    )
+    result, observed = run_runner(tmp_path, source, "--steps", "3")
+    assert result.returncode == 1
+    assert f"['--steps', '3'] {tmp_path.resolve()}" in result.stdout
+    assert observed["status"] == "error" and observed["env_rank"] == 3
+    assert observed["init"] is None and observed["steps"] == []
+    assert observed["error"]["type"] == "KeyError"
+    trace = observed["error"]["traceback"]
+    assert 'learner.py", line 6' in trace and "runpy" not in trace
+
+
+def test_runner_keeps_the_scripts_exit_status(tmp_path):
+    result, observed = run_runner(tmp_path, "import sys\nsys.exit(3)\n")
+    assert result.returncode == 3
+    assert observed["status"] == "exit" and observed["exit_code"] == 3
+
+
+def test_bad_input_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no script 'nowhere.py'"):
+        check.check_script("nowhere.py")
+    script = tmp_path / "s.py"
+    script.write_text("")
+    with pytest.raises(ValueError, match="np=1: the checks compare ranks"):
+        check.check_script(script, np=1)
+    with pytest.raises(ValueError, match="framework='jax' is not one of torch, tensorflow"):
+        check.check_script(script, framework="jax")
+    result = workshop("check", "nowhere.py")
+    assert result.returncode == 2 and "workshop check: no script 'nowhere.py'" in result.stderr
+
+
+# -- live: real horovodrun runs of the scripts in tests/check_scripts/ -----------------------
+def workshop(*args: str, cwd=None, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "workshop.cli", *args], capture_output=True, text=True,
+        cwd=cwd, timeout=timeout,
+    )  # fmt: skip
+
+
+def run_check(name: str, tmp_path, **kwargs) -> check.Report:
+    report = check.check_script(SCRIPTS / name, cwd=tmp_path, quiet=True, **kwargs)
+    print(report)
+    return report
+
+
+@pytest.mark.live
+def test_correct_torch_script_passes_every_check_json(tmp_path, cpu_lock, horovod_ready):
+    result = workshop("check", str(SCRIPTS / "torch_correct.py"), "--json", "--",
+                      "--steps", "5", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["exit_code"] == 0 and report["error"] is None
+    assert list(report["checks"]) == list(check.CHECK_NAMES)
+    assert all(c["ok"] is True for c in report["checks"].values()), report["checks"]
+    evidence = {name: c["evidence"] for name, c in report["checks"].items()}
+    assert "at each of 5 steps" in evidence["averaged"]  # the script's own --steps
+    assert "saw 0 common samples of 80 and 80" in evidence["sharded"]  # 5 steps x 16
+    assert evidence["lr_scaled"] == "linear scaling: lr 0.1 at np=2 vs 0.05 at np=1 (x2)"
+    assert (tmp_path / "checkpoint.pt").exists()  # the script ran in cwd
+
+
+MISSING = [
+    ("torch_no_broadcast.py", "broadcast", "differ on 4 of 4 tensors before the first step"),
+    ("torch_same_seed_no_broadcast.py", "broadcast", "nothing was broadcast"),
+    ("torch_no_distributed_optimizer.py", "averaged", "step 1: gradients differ on 4 of 4"),
+    ("torch_not_sharded.py", "sharded", "saw 64 common samples of 64 and 64 (100%)"),
+    ("torch_checkpoint_every_rank.py", "rank0_checkpoint", "rank 1 saved 1 file"),
+]
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("name, practice, evidence", MISSING)
+def test_each_missing_practice_is_the_one_that_fails(
+    name, practice, evidence, tmp_path, cpu_lock, horovod_ready
+):
+    report = run_check(name, tmp_path, base_run=False)
+    assert report.exit_code == 1
+    failed = [n for n, c in report.checks.items() if c.ok is False]
+    assert failed == [practice]
+    assert evidence in report.checks[practice].evidence
+
+
+@pytest.mark.live
+def test_a_script_without_horovod_fails_init(tmp_path, cpu_lock, horovod_ready):
+    report = run_check("torch_no_horovod.py", tmp_path, base_run=False)
+    assert report.exit_code == 1 and report.framework is None
+    assert report.checks["init"].ok is False
+    assert "never ran on any of the 2 ranks" in report.checks["init"].evidence
+    assert report.checks["averaged"].ok is False  # same gradients, nothing allreduced
+
+
+@pytest.mark.live
+def test_unscaled_lr_is_a_warning(tmp_path, cpu_lock, horovod_ready):
+    report = run_check("torch_lr_not_scaled.py", tmp_path)
+    assert report.exit_code == 0
+    assert report.checks["lr_scaled"].ok is None
+    assert "not scaled: lr 0.05 at np=2 vs 0.05 at np=1" in report.checks["lr_scaled"].evidence
+
+
+@pytest.mark.live
+def test_a_crash_names_the_rank_and_its_traceback(tmp_path, cpu_lock, horovod_ready):
+    result = workshop("check", str(SCRIPTS / "torch_crash.py"), "--no-base-run", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "the script crashed on rank 1: ValueError: batch 3 is corrupt" in result.stdout
+    assert 'torch_crash.py", line 14' in result.stdout
+
+
+@pytest.mark.live
+def test_an_endless_script_is_stopped_by_the_timeout(tmp_path, cpu_lock, horovod_ready):
+    import psutil
+
+    report = run_check("torch_forever.py", tmp_path, timeout_s=15, base_run=False)
+    assert report.exit_code == 2
+    assert report.error.startswith(
+        "stopped after 15 s: the script did not finish; does it "
+        "loop forever or wait on a rank that crashed?"
+    )
+    assert 15 <= report.seconds < 30
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "torch_forever.py" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
+
+
+@pytest.mark.live
+def test_tensorflow_custom_loop_correct_and_without_distributed_tape(
+    tmp_path, cpu_lock, horovod_ready
+):
+    good = run_check("tf_correct.py", tmp_path, framework="tensorflow")
+    assert good.exit_code == 0 and good.framework == "tensorflow"
+    assert all(c.ok is True for c in good.checks.values()), good.text()
+    assert "identical from step 2 on" in good.checks["broadcast"].evidence
+    bad = run_check("tf_no_distributed_tape.py", tmp_path, base_run=False)
+    assert bad.exit_code == 1
+    assert [n for n, c in bad.checks.items() if c.ok is False] == ["averaged"]
+
+
+@pytest.mark.live
+def test_keras_fit_with_horovod_callbacks_passes(tmp_path, cpu_lock, horovod_ready):
+    report = run_check("tf_keras_fit.py", tmp_path)
+    assert report.exit_code == 0, report.text()
+    assert all(c.ok is True for c in report.checks.values()), report.text()
+    assert "at each of 4 steps" in report.checks["averaged"].evidence  # 64 samples / 16

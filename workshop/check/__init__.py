@@ -1,0 +1,30 @@
+"""``workshop check``: run a learner's Horovod script and say which practice is missing.
+
+    from workshop import check
+    report = check.check_script("train.py", np=2, args=("--steps", "20"))
+    print(report)                 # one line per practice: OK / FAIL / WARN, name, evidence
+    report.checks["averaged"].ok  # True, False, or None (a warning)
+
+The script runs unchanged under ``horovodrun -np 2 --gloo`` on the CPU; a runner
+(:mod:`workshop.check.runner`) observes it from outside through hooks on Horovod, the
+optimizer, the model's forward pass and file saves, and :mod:`workshop.check.verdicts` turns
+what each rank did into verdicts on six practices (:data:`CHECK_NAMES`): ``init``,
+``broadcast``, ``averaged``, ``sharded``, ``rank0_checkpoint``, ``lr_scaled``. It judges by
+what happened, never by the source text; ``lr_scaled`` compares with a second, np=1 run of the
+same script stopped at its first optimizer step.
+
+Supported: PyTorch (any ``torch.optim`` optimizer, ``hvd.DistributedOptimizer``, any
+``nn.Module`` model); TensorFlow 2 with tf-keras (``TF_USE_LEGACY_KERAS=1``): custom loops with
+``hvd.DistributedGradientTape`` and ``model.fit`` with ``horovod.tensorflow.keras``, inside
+``tf.function`` or eagerly. Not supported: Keras 3, ``jit_compile=True`` (XLA cannot run the
+observing ``tf.numpy_function``), TF1 sessions, MXNet. Limits: ``sharded`` compares the rows
+of the model's first input, so random augmentation makes the same sample look different (a
+script that does not shard but augments at random passes it); gradients are compared bit for
+bit (Horovod's averaged gradients are bitwise equal on every rank: 40 steps of a small CNN,
+Adam, PyTorch and TensorFlow, Gloo, np=2, were).
+"""
+
+from workshop.check.launch import CheckError, Report, check_script
+from workshop.check.verdicts import CHECK_NAMES, Check, judge
+
+__all__ = ["CHECK_NAMES", "Check", "CheckError", "Report", "check_script", "judge"]

@@ -1,0 +1,238 @@
+"""Observation hooks for TensorFlow scripts (tf-keras, ``TF_USE_LEGACY_KERAS=1``).
+
+Training steps usually run inside ``tf.function``, where Python code runs once while the graph
+is traced. So each hook records at run time through a ``tf.numpy_function`` it adds to the
+graph (stateful, so ``tf.function`` always executes it); in eager mode it records directly.
+
+- Optimizer steps: ``apply_gradients`` of tf-keras's optimizer base classes (legacy
+  ``OptimizerV2`` and the newer ``Optimizer``). ``hvd.DistributedGradientTape`` hands it
+  allreduced gradients; ``horovod.tensorflow.keras.DistributedOptimizer`` allreduces in
+  ``_compute_gradients`` and then calls the base ``apply_gradients``. Recorded: the learning
+  rate, the gradients, and the variables' values right before the update.
+- Training samples: ``Model.__call__`` of the outermost model while a ``tf.GradientTape`` is
+  recording (or with ``training=True``): the rows of its first input.
+- Checkpoints: ``Model.save``, ``Model.save_weights``, ``tf.train.Checkpoint.save`` / ``write``.
+- Horovod traffic: the op functions of Horovod's TensorFlow library
+  (``MPI_LIB.horovod_allreduce`` ...), which ``horovod.tensorflow`` looks up at call time.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+from workshop.check.observe import Recorder, array_fingerprint, row_digests
+
+_local = threading.local()
+
+
+def _depth(name: str) -> int:
+    return getattr(_local, name, 0)
+
+
+def _enter(name: str) -> None:
+    setattr(_local, name, _depth(name) + 1)
+
+
+def _leave(name: str) -> None:
+    setattr(_local, name, max(0, _depth(name) - 1))
+
+
+def _run_or_add(tf, callback, tensors: list) -> None:
+    """Call ``callback(*numpy values)`` now (eager) or each time the graph runs (tf.function)."""
+    import numpy as np
+
+    if tf.executing_eagerly():
+        callback(*[t.numpy() for t in tensors])
+        return
+
+    def numpy_callback(*arrays):
+        callback(*arrays)
+        return np.int64(0)
+
+    tf.numpy_function(numpy_callback, tensors, tf.int64, stateful=True)
+
+
+def _learning_rate(tf, optimizer):
+    """The learning rate the next update uses, as a float32 tensor."""
+    decayed = getattr(optimizer, "_decayed_lr", None)
+    if decayed is not None:  # legacy OptimizerV2: schedules applied to the iteration count
+        return tf.cast(decayed(tf.float32), tf.float32)
+    lr = optimizer.learning_rate
+    if callable(lr):
+        lr = lr(optimizer.iterations)
+    return tf.cast(tf.convert_to_tensor(lr), tf.float32)
+
+
+def _wrap_apply_gradients(recorder: Recorder, tf, cls) -> None:
+    original = cls.__dict__["apply_gradients"]
+
+    def observe_step(optimizer, pairs):
+        kept = [(g, v) for g, v in pairs if g is not None]
+        grads = [tf.convert_to_tensor(g) for g, _ in kept]
+        variables = [v for _, v in kept]
+        values = [tf.convert_to_tensor(v) for v in variables]
+        count = len(grads)
+
+        def record(lr, *arrays):
+            fingerprints = [array_fingerprint(a) for a in arrays]
+            params = fingerprints[count:] if recorder.wants_params() else None
+            recorder.step([float(lr)], fingerprints[:count], params)
+
+        recorder.final_params_reader = lambda: [array_fingerprint(v.numpy()) for v in variables]
+        _run_or_add(
+            tf,
+            lambda *a: recorder.safely("optimizer step", record, *a),
+            [_learning_rate(tf, optimizer), *grads, *values],
+        )
+
+    @functools.wraps(original)
+    def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        if _depth("apply") > 0:  # a subclass's apply_gradients calling its base
+            return original(self, grads_and_vars, *args, **kwargs)
+        pairs = list(grads_and_vars)
+        recorder.safely("apply_gradients", observe_step, self, pairs)
+        _enter("apply")
+        try:
+            return original(self, pairs, *args, **kwargs)
+        finally:
+            _leave("apply")
+
+    cls.apply_gradients = apply_gradients
+
+
+def install_keras_optimizers(recorder: Recorder, module) -> None:
+    """Hook the optimizer base classes of one tf-keras optimizer module."""
+    import tensorflow as tf
+
+    for name in ("OptimizerV2", "_BaseOptimizer", "Optimizer"):
+        cls = getattr(module, name, None)
+        if cls is not None and "apply_gradients" in cls.__dict__:
+            _wrap_apply_gradients(recorder, tf, cls)
+
+
+def _first_input(tf, args, kwargs):
+    inputs = args[0] if args else kwargs.get("inputs")
+    flat = tf.nest.flatten(inputs) if inputs is not None else []
+    return flat[0] if flat else None
+
+
+def install_keras_model(recorder: Recorder, training_module) -> None:
+    """Hook the model's training forward pass and its save methods."""
+    import tensorflow as tf
+
+    model_cls = training_module.Model
+    original_call = model_cls.__dict__["__call__"]
+
+    def record_rows(array):
+        recorder.safely("training batch", lambda: recorder.batch(row_digests(array)))
+
+    def observe_batch(args, kwargs):
+        first = _first_input(tf, args, kwargs)
+        if first is not None:
+            tensor = tf.convert_to_tensor(first)
+            if tensor.shape.rank:
+                _run_or_add(tf, record_rows, [tensor])
+
+    @functools.wraps(original_call)
+    def call(self, *args, **kwargs):
+        training = kwargs.get("training")
+        outermost = _depth("model") == 0
+        if outermost and training is not False and (training or _depth("tape") > 0):
+            recorder.safely("training batch", observe_batch, args, kwargs)
+        _enter("model")
+        try:
+            return original_call(self, *args, **kwargs)
+        finally:
+            _leave("model")
+
+    model_cls.__call__ = call
+    for method in ("save", "save_weights"):
+        _wrap_save(recorder, model_cls, method, f"Model.{method}")
+
+
+def _wrap_save(recorder: Recorder, cls, method: str, how: str) -> None:
+    original = cls.__dict__[method]
+
+    @functools.wraps(original)
+    def save(self, *args, **kwargs):
+        if _depth("save") == 0:
+            path = args[0] if args else next(iter(kwargs.values()), "?")
+            recorder.saved(str(path), how)
+        _enter("save")
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _leave("save")
+
+    setattr(cls, method, save)
+
+
+def install_tensorflow(recorder: Recorder, tf) -> None:
+    """Track GradientTape scopes; hook tf.train.Checkpoint saves."""
+    tape_cls = tf.GradientTape
+    original_enter, original_exit = tape_cls.__enter__, tape_cls.__exit__
+
+    def enter(self):
+        _enter("tape")
+        return original_enter(self)
+
+    def exit_(self, *exc):
+        _leave("tape")
+        return original_exit(self, *exc)
+
+    tape_cls.__enter__, tape_cls.__exit__ = enter, exit_
+    checkpoint_cls = tf.train.Checkpoint
+    for method in ("save", "write"):
+        _wrap_save(recorder, checkpoint_cls, method, f"tf.train.Checkpoint.{method}")
+
+
+def install_horovod_tf_ops(recorder: Recorder, mpi_ops) -> None:
+    """Count the tensors Horovod's TensorFlow ops allreduce and broadcast, when they run."""
+    import numpy as np
+    import tensorflow as tf
+
+    recorder.imported("tensorflow")
+    library = mpi_ops.MPI_LIB
+
+    def counted(name: str, count, event):
+        original = getattr(library, name, None)
+        if original is None:
+            return
+
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            result = original(*args, **kwargs)
+            n = count(args, kwargs)
+            if tf.executing_eagerly():
+                event(n)
+                return result
+
+            def count_when_done(*_):
+                event(n)
+                return np.int64(0)
+
+            # Depends on the op's output, so it counts after the collective has run.
+            done = [tf.size(t) for t in tf.nest.flatten(result) if tf.is_tensor(t)][:1]
+            tf.numpy_function(count_when_done, done, tf.int64, stateful=True)
+            return result
+
+        setattr(library, name, wrapper)
+
+    def first(args, kwargs, key):
+        return args[0] if args else kwargs.get(key)
+
+    def one(args, kwargs):
+        return 1
+
+    def group(args, kwargs):
+        return len(first(args, kwargs, "tensors") or [])
+
+    def variables(args, kwargs):
+        return len(first(args, kwargs, "variables") or first(args, kwargs, "resources") or [])
+
+    counted("horovod_allreduce", one, recorder.allreduced)
+    counted("horovod_grouped_allreduce", group, recorder.allreduced)
+    counted("horovod_broadcast", one, recorder.broadcasted)
+    counted("horovod_broadcast_inplace", variables, recorder.broadcasted)
+    counted("horovod_broadcast_inplace_resource", variables, recorder.broadcasted)

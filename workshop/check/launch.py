@@ -1,0 +1,401 @@
+"""Run a learner's script under horovodrun with the observing runner, and judge it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text
+
+FRAMEWORKS = ("torch", "tensorflow")
+TRACEBACK_LINES = 15
+OUTPUT_CHARS = 4000
+BASE_GRACE_S = 15.0
+
+
+class CheckError(RuntimeError):
+    """The check could not start (no horovodrun, a bad argument); nothing was judged."""
+
+
+@dataclass
+class Report:
+    """What ``workshop check`` found.
+
+    Attributes:
+        script: the script checked.
+        np: number of ranks.
+        framework: the Horovod framework the script initialised (None when it did not).
+        checks: practice name -> :class:`Check` (``ok`` True/False/None, ``evidence``), in
+            the order of :data:`workshop.check.verdicts.CHECK_NAMES`.
+        exit_code: 0 every check holds (warnings allowed), 1 one failed, 2 the script crashed
+            or was stopped by the timeout.
+        seconds: wall time of the whole check.
+        error: why the script was not judged (crash with rank and traceback, timeout), or None.
+        output: the tail of the ranks' combined output (horovodrun's ``[rank]<stream>`` lines).
+    """
+
+    script: str
+    np: int
+    framework: str | None
+    checks: dict[str, Check]
+    exit_code: int
+    seconds: float
+    error: str | None = None
+    output: str = field(default="", repr=False)
+
+    def to_dict(self) -> dict:
+        """The ``workshop check --json`` document."""
+        return {
+            "checks": {name: check.to_dict() for name, check in self.checks.items()},
+            "exit_code": self.exit_code,
+            "script": self.script,
+            "np": self.np,
+            "framework": self.framework,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
+
+    def text(self) -> str:
+        """One line per practice (OK / FAIL / WARN, name, evidence), then the outcome."""
+        framework = f"horovod.{self.framework}" if self.framework else "Horovod not seen"
+        lines = [f"workshop check {self.script} (np={self.np}, {framework}): {self.seconds:.1f} s"]
+        if self.error:
+            lines.append(self.error)
+        width = max(len(name) for name in self.checks)
+        for name, check in self.checks.items():
+            lines.append(f"  {check.label:<4}  {name:<{width}}  {check.evidence}")
+        failed = [name for name, check in self.checks.items() if check.ok is False]
+        outcome = {
+            0: "every practice holds"
+            + (" (see the warnings)" if any(c.ok is None for c in self.checks.values()) else ""),
+            1: f"{len(failed)} of {len(self.checks)} practices missing: {', '.join(failed)}",
+            2: "the script did not run to the end: not judged",
+        }[self.exit_code]
+        lines.append(f"exit code {self.exit_code}: {outcome}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def find_horovodrun() -> str:
+    """horovodrun next to this Python (the same environment) first, then on PATH."""
+    beside = Path(sys.executable).parent / "horovodrun"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("horovodrun")
+    if found:
+        return found
+    raise CheckError(
+        f"horovodrun not found next to {sys.executable} nor on PATH: Horovod is not installed "
+        "here; run `bash scripts/setup.sh` and activate .venv"
+    )
+
+
+def rank_command(horovodrun: str, np: int, out: Path, script: Path, args, probe: bool) -> list:
+    """The horovodrun command that runs ``script`` under the observing runner on every rank."""
+    runner = [sys.executable, "-m", "workshop.check.runner", "--out", str(out)]
+    if probe:
+        runner.append("--probe")
+    return [horovodrun, "-np", str(np), "-H", f"localhost:{np}", "--gloo",
+            *runner, str(script), *map(str, args)]  # fmt: skip
+
+
+def rank_env(np: int) -> dict[str, str]:
+    """Environment of the ranks: tf-keras for Horovod, quiet TensorFlow, shared cores."""
+    from workshop.paths import REPO_DIR
+    from workshop.train.common import threads_per_rank
+
+    path = os.environ.get("PYTHONPATH", "")
+    return {
+        "TF_USE_LEGACY_KERAS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS") or str(threads_per_rank(np, None)),
+        # The runner must import even when the workshop package is not installed.
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_DIR), path) if p),
+    }
+
+
+def _stop(process: subprocess.Popen, marker: str) -> None:
+    """Stop horovodrun and every rank it started (ranks may sit in their own sessions)."""
+    import psutil
+
+    try:
+        family = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        family = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+        for child in family:
+            try:
+                child.send_signal(sig)
+            except psutil.Error:
+                pass
+        try:
+            process.wait(timeout=3)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    for proc in psutil.process_iter(["cmdline"]):  # ranks that outlived their launcher
+        if marker in (proc.info.get("cmdline") or []) and proc.pid != os.getpid():
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
+@dataclass
+class _Launch:
+    name: str
+    np: int
+    out: Path
+    log: Path
+    process: subprocess.Popen
+    started: float
+    reported: set = field(default_factory=set)
+    exit_code: int | None = None
+    stopped: bool = False
+
+    def poll(self, say: Callable[[str], None]) -> bool:
+        """Report ranks that finished; True once horovodrun has ended."""
+        for rank in range(self.np):
+            path = self.out / f"rank.{rank}.json"
+            if rank not in self.reported and path.exists():
+                self.reported.add(rank)
+                if self.name == "main":
+                    say(f"  rank {rank} finished after {time.monotonic() - self.started:.1f} s")
+        if self.exit_code is None:
+            self.exit_code = self.process.poll()
+        return self.exit_code is not None
+
+    def stop(self) -> None:
+        if self.exit_code is None:
+            _stop(self.process, str(self.out))
+            self.exit_code = self.process.poll()
+            self.stopped = True
+
+    def observations(self) -> dict[int, dict]:
+        found = {}
+        for rank in range(self.np):
+            path = self.out / f"rank.{rank}.json"
+            if path.exists():
+                found[rank] = json.loads(path.read_text())
+        return found
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def _start(
+    name: str, np: int, workdir: Path, script: Path, args, cwd, env, horovodrun, probe: bool
+) -> _Launch:
+    out = workdir / name
+    out.mkdir()
+    log = workdir / f"{name}.log"
+    with log.open("w") as handle:
+        process = subprocess.Popen(
+            rank_command(horovodrun, np, out, script, args, probe), cwd=cwd, env=env,
+            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    return _Launch(name, np, out, log, process, time.monotonic())
+
+
+def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> str | None:
+    """The first rank that failed, with the tail of its traceback; None when all ended well."""
+    errors = [
+        (obs["error"]["time"], rank, obs)
+        for rank, obs in observations.items()
+        if obs.get("status") == "error" and obs.get("error")
+    ]
+    if errors:
+        _, rank, obs = min(errors)
+        tail = obs["error"]["traceback"].rstrip().splitlines()[-TRACEBACK_LINES:]
+        others = sorted(r for _, r, _ in errors if r != rank)
+        also = f" (then {', '.join(f'rank {r}' for r in others)} failed too)" if others else ""
+        return (
+            f"the script crashed on rank {rank}: {obs['error']['type']}: "
+            f"{obs['error']['message']}{also}\n" + "\n".join("    " + t for t in tail)
+        )
+    exits = [
+        (rank, obs["exit_code"])
+        for rank, obs in observations.items()
+        if obs.get("status") == "exit"
+    ]
+    if exits:
+        rank, code = exits[0]
+        return f"the script exited with status {code} on rank {rank} (sys.exit)"
+    missing = [rank for rank in range(np) if rank not in observations]
+    if missing:
+        tail = launch.output().rstrip().splitlines()[-TRACEBACK_LINES:]
+        return (
+            f"rank {missing[0]} ended without reporting (killed, out of memory, or crashed "
+            f"inside native code); horovodrun exit code {launch.exit_code}; its output "
+            "ends with:\n" + "\n".join("    " + t for t in tail)
+        )
+    return None
+
+
+def _not_judged(reason: str) -> dict[str, Check]:
+    return {name: Check(None, f"not judged: {reason}") for name in CHECK_NAMES}
+
+
+def _framework(observations: dict[int, dict]) -> str | None:
+    for obs in observations.values():
+        if obs.get("init") and obs["init"].get("framework"):
+            return obs["init"]["framework"]
+    for obs in observations.values():
+        if obs.get("horovod_imported"):
+            return obs["horovod_imported"][0]
+    return None
+
+
+def check_script(
+    path,
+    np: int = 2,
+    framework: str | None = None,
+    args=(),
+    timeout_s: float = 300,
+    *,
+    cwd=None,
+    base_run: bool = True,
+    quiet: bool = False,
+) -> Report:
+    """Run a learner's Horovod script on ``np`` CPU ranks and judge six practices.
+
+    The script is an ordinary program (it does not import ``workshop``); it is run by
+    ``horovodrun -np NP --gloo`` through :mod:`workshop.check.runner`, which watches Horovod,
+    the optimizer, the model's inputs and file saves from outside. Meant for short runs: pass
+    the script arguments that make it take a few steps (``args=("--steps", "20")``).
+
+    Args:
+        path: the script.
+        np: ranks (>= 2: the practices are about what ranks share).
+        framework: ``torch`` or ``tensorflow`` to require that framework's ``hvd.init()``;
+            None accepts the one the script initialises.
+        args: the script's own arguments.
+        timeout_s: stop everything after this many seconds (exit code 2).
+        cwd: working directory of the script (default: the current one); files it saves land
+            there.
+        base_run: also run the script alone (np=1, stopped at its first optimizer step) to see
+            the learning rate it uses at np=1, the base of ``lr_scaled``.
+        quiet: print no progress lines.
+
+    Returns:
+        A :class:`Report`; ``report.exit_code`` is 0 (all hold), 1 (a practice is missing) or
+        2 (the script crashed or did not finish in time).
+
+    Raises:
+        FileNotFoundError: the script does not exist.
+        ValueError: np < 2, an unknown framework or a timeout <= 0.
+        CheckError: horovodrun is not installed.
+    """
+    script = Path(path)
+    if not script.is_file():
+        raise FileNotFoundError(f"no script {str(script)!r} (from {Path.cwd()})")
+    if np < 2:
+        raise ValueError(f"np={np}: the checks compare ranks, use np >= 2")
+    if framework not in (None, *FRAMEWORKS):
+        raise ValueError(f"framework={framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s={timeout_s} must be > 0")
+    say = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
+    horovodrun = find_horovodrun()
+    script = script.resolve()
+    env = os.environ | rank_env(np)
+    workdir = Path(tempfile.mkdtemp(prefix="workshop-check-"))
+    start = time.monotonic()
+    say(
+        f"workshop check: running {script.name} on {np} ranks (horovodrun --gloo, CPU)"
+        + (" and once alone for the base learning rate" if base_run else "")
+        + "..."
+    )
+    launches = {"main": _start("main", np, workdir, script, args, cwd, env, horovodrun, False)}
+    if base_run:
+        launches["base"] = _start("base", 1, workdir, script, args, cwd, env, horovodrun, True)
+    try:
+        timed_out = _wait(launches, start + timeout_s, say)
+        main = launches["main"]
+        observations = main.observations()
+        output = main.output()[-OUTPUT_CHARS:]
+        seconds = time.monotonic() - start
+        found = _framework(observations)
+        if timed_out:
+            error = (
+                f"stopped after {timeout_s:g} s: the script did not finish; does it loop "
+                "forever or wait on a rank that crashed? (workshop check is meant for "
+                "short runs: pass arguments that make it take a few steps)"
+            )
+            if observations:
+                error += f"; {ranks_text(sorted(observations))} had finished"
+            checks = _not_judged("stopped by the timeout")
+            return Report(str(path), np, found, checks, 2, seconds, error, output)
+        crash = _crash_message(observations, np, main)
+        if crash:
+            checks = _not_judged("the script did not finish")
+            return Report(str(path), np, found, checks, 2, seconds, crash, output)
+        base, note = _base_observation(launches.get("base"))
+        checks = judge(list(observations.values()), base, note, framework)
+        exit_code = 1 if any(check.ok is False for check in checks.values()) else 0
+        hook_errors = sorted({e for obs in observations.values() for e in obs["hook_errors"]})
+        error = None
+        if hook_errors:
+            error = "the checker could not observe everything: " + "; ".join(hook_errors[:3])
+        return Report(str(path), np, found, checks, exit_code, seconds, error, output)
+    finally:
+        for launch in launches.values():
+            launch.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait(launches: dict[str, _Launch], deadline: float, say) -> bool:
+    """Wait for every launch; True when the deadline stopped the main run. The np=1 base run
+    stops at its first optimizer step: once the main run is over, it gets at most as long
+    again as the main run took (at least BASE_GRACE_S), then it is stopped."""
+    main = launches["main"]
+    base = launches.get("base")
+    base_deadline = None
+    while True:
+        main_done = main.poll(say)
+        base_done = base is None or base.poll(say)
+        if main_done and (base_done or main.exit_code != 0):
+            return False
+        now = time.monotonic()
+        if main_done and base_deadline is None:
+            base_deadline = min(deadline, now + max(BASE_GRACE_S, now - main.started))
+        if now > (base_deadline or deadline):
+            for launch in launches.values():
+                launch.stop()
+            return not main_done
+        time.sleep(0.1)
+
+
+def _base_observation(base: _Launch | None) -> tuple[dict | None, str]:
+    """The np=1 run's first step, and a note saying why it is missing when it is."""
+    if base is None:
+        return None, "the np=1 run was turned off"
+    observed = base.observations().get(0)
+    if base.stopped and not observed:
+        return None, "the np=1 run was stopped before its first step"
+    if not observed:
+        return None, f"the np=1 run ended without reporting (exit code {base.exit_code})"
+    if observed.get("status") == "error":
+        return None, (
+            f"the script crashed when run alone: {observed['error']['type']}: "
+            f"{observed['error']['message']}"
+        )
+    if not observed.get("steps"):
+        return None, "the np=1 run made no optimizer step"
+    return observed, ""

@@ -1,0 +1,184 @@
+"""What one rank of a checked script did, recorded from outside the script's code.
+
+A :class:`Recorder` lives in each rank process started by :mod:`workshop.check.runner`. The
+framework hooks (:mod:`workshop.check.hooks_torch`, :mod:`workshop.check.hooks_tf`) call it;
+at the end it writes ``rank.<N>.json`` into the output folder. That file is the contract with
+:mod:`workshop.check.verdicts`:
+
+- ``env_rank``, ``env_size``: the rank and size horovodrun gave this process;
+- ``init``: ``None`` when Horovod was never initialised, else ``{"calls", "framework", "rank",
+  "size"}`` (framework: ``torch`` or ``tensorflow``, from the Horovod library that was started);
+- ``horovod_imported``: the Horovod framework modules the script imported;
+- ``steps``: one entry per optimizer step, in order: ``lr`` (one value per parameter group),
+  ``grads`` (``[hash, norm]`` of each applied gradient), ``allreduces`` and ``broadcasts``
+  (tensors reduced / broadcast by Horovod so far), and ``params`` (``[hash, norm]`` of each
+  parameter right before the step) for the first two steps only;
+- ``final_params``: ``[hash, norm]`` of each parameter at the end (after the last step);
+- ``samples``: one hash per training sample fed to the model (rows of the model's input);
+- ``saves``: ``{"path", "how"}`` of every checkpoint or model file written;
+- ``status`` (``ok``, ``error``, ``exit``), ``exit_code``, ``error`` (``{"type", "message",
+  "traceback", "time"}``) and ``seconds`` (from the process start to the end of the script);
+- ``hook_errors``: observations that failed (the script itself was not disturbed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+# Parameters are kept for the first steps only: step 1 (before any update) and step 2 (after
+# the first update, when TensorFlow's usual pattern has just broadcast them).
+PARAM_STEPS = 2
+DIGEST_BYTES = 8
+
+
+def digest(data: bytes | memoryview) -> str:
+    """Short content hash (hex) of raw bytes."""
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
+
+
+def array_fingerprint(array) -> list:
+    """``[hash, norm]`` of a numpy array: its bytes, shape and dtype, and its L2 norm."""
+    import numpy as np
+
+    array = np.ascontiguousarray(array)
+    head = f"{array.dtype.str}{array.shape}".encode()
+    norm = float(np.linalg.norm(array.astype(np.float64).ravel())) if array.size else 0.0
+    return [digest(head + array.tobytes()), norm]
+
+
+def row_digests(array) -> list[str]:
+    """One hash per sample: the rows (first axis) of a batch array."""
+    import numpy as np
+
+    array = np.ascontiguousarray(array)
+    if array.ndim == 0:
+        return []
+    flat = array.reshape(array.shape[0], -1)
+    return [digest(row.tobytes()) for row in flat]
+
+
+class Recorder:
+    """The observations of one rank; thread-safe, written once at the end."""
+
+    def __init__(self, out_dir: Path, env_rank: int, env_size: int | None, probe: bool = False):
+        self.out_dir = Path(out_dir)
+        self.env_rank = env_rank
+        self.env_size = env_size
+        self.probe = probe
+        self.started = time.time()
+        self.lock = threading.RLock()
+        self.init: dict | None = None
+        self.horovod_imported: list[str] = []
+        self.steps: list[dict] = []
+        self.final_params: list | None = None
+        self.samples: list[str] = []
+        self.saves: list[dict] = []
+        self.allreduces = 0
+        self.broadcasts = 0
+        self.hook_errors: list[str] = []
+        # > 0 while Horovod's own helpers step the optimizer (not a training step).
+        self.muted = 0
+        self.written = False
+        # Called at the end to read the parameters of the last optimizer seen.
+        self.final_params_reader = None
+
+    def safely(self, where: str, function, *args):
+        """Run a recording function; a failure is noted, never raised into the script."""
+        try:
+            return function(*args)
+        except Exception as error:
+            with self.lock:
+                if len(self.hook_errors) < 20:
+                    self.hook_errors.append(f"{where}: {type(error).__name__}: {error}")
+            return None
+
+    # -- events reported by the hooks -------------------------------------------------------
+    def horovod_init(self, framework: str | None, rank: int, size: int) -> None:
+        with self.lock:
+            calls = (self.init or {}).get("calls", 0) + 1
+            self.init = {"calls": calls, "framework": framework, "rank": rank, "size": size}
+
+    def imported(self, framework: str) -> None:
+        with self.lock:
+            if framework not in self.horovod_imported:
+                self.horovod_imported.append(framework)
+
+    def allreduced(self, tensors: int) -> None:
+        with self.lock:
+            self.allreduces += tensors
+
+    def broadcasted(self, tensors: int) -> None:
+        with self.lock:
+            self.broadcasts += tensors
+
+    def wants_params(self) -> bool:
+        """True while the next step's parameters are still to be recorded."""
+        return len(self.steps) < PARAM_STEPS
+
+    def step(self, lr: list[float], grads: list[list], params: list[list] | None) -> None:
+        """One optimizer step: its learning rates, applied gradients and (early) parameters."""
+        with self.lock:
+            entry = {
+                "lr": [float(value) for value in lr],
+                "grads": grads,
+                "allreduces": self.allreduces,
+                "broadcasts": self.broadcasts,
+            }
+            if params is not None and len(self.steps) < PARAM_STEPS:
+                entry["params"] = params
+            self.steps.append(entry)
+            if self.probe:
+                # The np=1 run only needs the learning rate of the first step.
+                self.write("ok", 0)
+                os._exit(0)
+
+    def batch(self, digests: list[str]) -> None:
+        with self.lock:
+            self.samples.extend(digests)
+
+    def saved(self, path: str, how: str) -> None:
+        with self.lock:
+            self.saves.append({"path": path, "how": how})
+
+    # -- the result file --------------------------------------------------------------------
+    def to_dict(self, status: str, exit_code: int, error: dict | None = None) -> dict:
+        return {
+            "schema": 1,
+            "env_rank": self.env_rank,
+            "env_size": self.env_size,
+            "probe": self.probe,
+            "init": self.init,
+            "horovod_imported": self.horovod_imported,
+            "steps": self.steps,
+            "final_params": self.final_params,
+            "samples": self.samples,
+            "saves": self.saves,
+            "allreduces": self.allreduces,
+            "broadcasts": self.broadcasts,
+            "status": status,
+            "exit_code": exit_code,
+            "error": error,
+            "hook_errors": self.hook_errors,
+            "seconds": round(time.time() - self.started, 3),
+        }
+
+    def write(self, status: str, exit_code: int, error: dict | None = None) -> Path:
+        """Write ``rank.<N>.json`` atomically (the parent treats its appearance as 'done')."""
+        with self.lock:
+            if self.final_params_reader is not None and self.final_params is None:
+                try:
+                    self.final_params = self.final_params_reader()
+                except Exception as error:  # a freed model must not hide the result
+                    self.hook_errors.append(f"final parameters: {error}")
+            payload = self.to_dict(status, exit_code, error)
+            path = self.out_dir / f"rank.{self.env_rank}.json"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(payload) + "\n")
+            tmp.replace(path)
+            self.written = True
+            return path

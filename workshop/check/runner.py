@@ -1,0 +1,201 @@
+"""What each rank of ``workshop check`` runs: the learner's script, observed from outside.
+
+    python -m workshop.check.runner --out DIR [--probe] SCRIPT [ARGS...]
+
+Installs post-import hooks (so nothing is imported that the script does not import itself),
+then runs SCRIPT as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]`` and the script's folder
+first on ``sys.path``, like ``python SCRIPT ARGS``. When the script ends, for any reason, it
+writes ``DIR/rank.<N>.json`` (see :mod:`workshop.check.observe`). ``--probe`` stops the script
+at its first optimizer step (the np=1 run that shows the base learning rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.abc
+import importlib.util
+import os
+import runpy
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from workshop.check.observe import Recorder
+
+
+class _HookedLoader(importlib.abc.Loader):
+    """Runs the real loader, then a hook on the fresh module."""
+
+    def __init__(self, loader, hook: Callable):
+        self.loader = loader
+        self.hook = hook
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.hook(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``hooks[name](module)`` right after module ``name`` is first imported."""
+
+    def __init__(self, hooks: dict[str, Callable]):
+        self.hooks = dict(hooks)
+        self.searching: set[str] = set()
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.hooks or name in self.searching:
+            return None
+        self.searching.add(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.searching.discard(name)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _HookedLoader(spec.loader, self.hooks.pop(name))
+        return spec
+
+    def install(self) -> None:
+        """Hook modules imported from now on; run the hooks of those already imported."""
+        for name in list(self.hooks):
+            if name in sys.modules:
+                self.hooks.pop(name)(sys.modules[name])
+        sys.meta_path.insert(0, self)
+
+
+def observation_hooks(recorder: Recorder) -> dict[str, Callable]:
+    """Module name -> hook; each hook imports only what the script has already imported."""
+
+    def basics(module):
+        original = module.HorovodBasics.init
+
+        def init(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            library = getattr(self.MPI_LIB_CTYPES, "_name", "") or ""
+            framework = next(
+                (name for name in ("torch", "tensorflow", "mxnet")
+                 if f"{os.sep}horovod{os.sep}{name}{os.sep}" in library),
+                None,
+            )  # fmt: skip
+            recorder.horovod_init(framework, self.rank(), self.size())
+            return result
+
+        module.HorovodBasics.init = init
+
+    def torch(module):
+        from workshop.check.hooks_torch import install_torch
+
+        install_torch(recorder, module)
+
+    def horovod_torch_ops(module):
+        from workshop.check.hooks_torch import install_horovod_torch_ops
+
+        install_horovod_torch_ops(recorder, module)
+
+    def horovod_torch_functions(module):
+        from workshop.check.hooks_torch import install_horovod_torch_functions
+
+        install_horovod_torch_functions(recorder, module)
+
+    def tensorflow(module):
+        from workshop.check.hooks_tf import install_tensorflow
+
+        install_tensorflow(recorder, module)
+
+    def horovod_tf_ops(module):
+        from workshop.check.hooks_tf import install_horovod_tf_ops
+
+        install_horovod_tf_ops(recorder, module)
+
+    def keras_model(module):
+        from workshop.check.hooks_tf import install_keras_model
+
+        install_keras_model(recorder, module)
+
+    def keras_optimizers(module):
+        from workshop.check.hooks_tf import install_keras_optimizers
+
+        install_keras_optimizers(recorder, module)
+
+    def guarded(name, hook):
+        return lambda module: recorder.safely(f"hooking {name}", hook, module)
+
+    hooks = {
+        "horovod.common.basics": basics,
+        "torch": torch,
+        "horovod.torch.mpi_ops": horovod_torch_ops,
+        "horovod.torch.functions": horovod_torch_functions,
+        "tensorflow": tensorflow,
+        "horovod.tensorflow.mpi_ops": horovod_tf_ops,
+        "tf_keras.src.engine.training": keras_model,
+        "tf_keras.src.optimizers.legacy.optimizer_v2": keras_optimizers,
+        "tf_keras.src.optimizers.optimizer": keras_optimizers,
+    }
+    return {name: guarded(name, hook) for name, hook in hooks.items()}
+
+
+def _script_traceback(error: BaseException, script: Path) -> str:
+    """The traceback from the script's first frame on (the runner's frames are noise)."""
+    tb = error.__traceback__
+    while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != script:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
+
+
+def _env_int(*names: str) -> int | None:
+    for name in names:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workshop.check.runner")
+    parser.add_argument("--out", type=Path, required=True, help="folder for rank.<N>.json")
+    parser.add_argument("--probe", action="store_true", help="stop at the first step")
+    parser.add_argument("script", type=Path)
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    script = options.script.resolve()
+    rank = _env_int("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK") or 0
+    size = _env_int("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    recorder = Recorder(options.out, rank, size, probe=options.probe)
+    AfterImport(observation_hooks(recorder)).install()
+
+    sys.argv = [str(options.script), *options.args]
+    sys.path[0] = str(script.parent)
+    status, exit_code, error = "ok", 0, None
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code
+        exit_code = code if isinstance(code, int) else (0 if code is None else 1)
+        status = "ok" if exit_code == 0 else "exit"
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+    except BaseException as crash:  # the script's own failure, reported to the parent
+        status, exit_code = "error", 1
+        error = {
+            "type": type(crash).__name__,
+            "message": str(crash),
+            "traceback": _script_traceback(crash, script),
+            "time": time.time(),
+        }
+        sys.stderr.write(error["traceback"])
+    recorder.write(status, exit_code, error)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""Verdicts on the Horovod practices, from what each rank did (pure functions, no Horovod).
+
+Each function takes ``ranks``, the per-rank observation dicts written by
+:mod:`workshop.check.runner` (schema in :mod:`workshop.check.observe`), sorted by rank, and
+returns a :class:`Check`: ``ok`` is True (the practice held), False (it did not) or None (a
+warning: it could not be judged, or it is advice rather than an error), and ``evidence`` says
+why in numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+CHECK_NAMES = ("init", "broadcast", "averaged", "sharded", "rank0_checkpoint", "lr_scaled")
+# Below this share of common samples, overlap is reported as a warning: a few exact duplicates
+# happen with real data sets, DistributedSampler's padding or independent sampling per rank.
+FEW_COMMON_SAMPLES = 0.01
+LR_REL_TOL = 1e-3
+
+
+@dataclass(frozen=True)
+class Check:
+    """One practice's verdict: ``ok`` True / False / None (warning) and the evidence."""
+
+    ok: bool | None
+    evidence: str
+
+    @property
+    def label(self) -> str:
+        return {True: "OK", False: "FAIL", None: "WARN"}[self.ok]
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "evidence": self.evidence}
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def ranks_text(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def _differing(per_rank: list[list]) -> tuple[int, int]:
+    """(tensors whose hash is not the same on every rank, tensors compared)."""
+    count = min(len(tensors) for tensors in per_rank)
+    differ = sum(1 for i in range(count) if len({tensors[i][0] for tensors in per_rank}) > 1)
+    return differ + max(len(t) for t in per_rank) - count, max(len(t) for t in per_rank)
+
+
+def _no_steps(ranks: list[dict]) -> Check | None:
+    missing = [r["env_rank"] for r in ranks if not r["steps"]]
+    if missing:
+        return Check(
+            None,
+            f"no optimizer step was seen on {ranks_text(missing)}: nothing to "
+            "compare (the checker watches torch.optim optimizers and tf-keras "
+            "optimizers' apply_gradients)",
+        )
+    return None
+
+
+def check_init(ranks: list[dict], framework: str | None = None) -> Check:
+    """``hvd.init()`` ran on every rank (of the expected framework, when one is given)."""
+    n = len(ranks)
+    inited = [r for r in ranks if r["init"]]
+    if not inited:
+        imported = sorted({f for r in ranks for f in r.get("horovod_imported", [])})
+        also = f" (it imported horovod.{', horovod.'.join(imported)})" if imported else ""
+        return Check(
+            False,
+            f"hvd.init() never ran on any of the {n} ranks{also}: each process "
+            "trained alone, unaware of the others",
+        )
+    missing = [r["env_rank"] for r in ranks if not r["init"]]
+    if missing:
+        return Check(
+            False, f"hvd.init() ran on {len(inited)} of {n} ranks; not on {ranks_text(missing)}"
+        )
+    frameworks = sorted({str(r["init"]["framework"]) for r in inited})
+    sizes = sorted({r["init"]["size"] for r in inited})
+    where = f"horovod.{'/'.join(frameworks)}, size {'/'.join(str(s) for s in sizes)}"
+    if framework and frameworks != [framework]:
+        return Check(
+            False,
+            f"hvd.init() ran on {n} of {n} ranks, but with {where}; expected horovod.{framework}",
+        )
+    if sizes != [n]:
+        return Check(
+            False,
+            f"hvd.init() ran on {n} of {n} ranks but Horovod's size is "
+            f"{'/'.join(str(s) for s in sizes)}, not {n}",
+        )
+    return Check(True, f"hvd.init() ran on {n} of {n} ranks ({where})")
+
+
+def check_broadcast(ranks: list[dict]) -> Check:
+    """Parameters identical on every rank before the first step (or right after it, TF's
+    pattern), and at least one Horovod broadcast ran before that point."""
+    if (empty := _no_steps(ranks)) is not None:
+        return empty
+    first = [r["steps"][0].get("params") or [] for r in ranks]
+    differ, total = _differing(first)
+    sent = ranks[0]["steps"][0]["broadcasts"]
+    final = _final_params_note(ranks)
+    if differ == 0:
+        if sent > 0:
+            return Check(
+                True,
+                f"parameters identical on all {len(ranks)} ranks before the "
+                f"first step ({total} tensors); {sent} tensors were broadcast before "
+                f"it{final}",
+            )
+        return Check(
+            False,
+            f"parameters identical on all {len(ranks)} ranks before the first "
+            f"step ({total} tensors), but nothing was broadcast: they matched only "
+            "because every rank used the same seed; broadcast rank 0's parameters "
+            "(hvd.broadcast_parameters / hvd.broadcast_variables)",
+        )
+    start = f"parameters differ on {differ} of {total} tensors before the first step"
+    if all(len(r["steps"]) > 1 for r in ranks):
+        second = [r["steps"][1].get("params") or [] for r in ranks]
+        differ2, _ = _differing(second)
+        sent2 = ranks[0]["steps"][1]["broadcasts"]
+        if differ2 == 0 and sent2 > 0:
+            return Check(
+                True,
+                f"{start}, identical from step 2 on after {sent2} tensors were "
+                "broadcast (broadcast after the first step, TensorFlow's pattern)"
+                f"{final}",
+            )
+        return Check(
+            False,
+            f"{start} and on {differ2} of {total} before step 2; {sent2} "
+            "tensors were broadcast: the ranks trained different models",
+        )
+    return Check(
+        False,
+        f"{start}; {sent} tensors were broadcast before it: the ranks started "
+        "from different models",
+    )
+
+
+def _final_params_note(ranks: list[dict]) -> str:
+    finals = [r.get("final_params") for r in ranks]
+    if any(not f for f in finals):
+        return ""
+    differ, total = _differing(finals)
+    if differ == 0:
+        return "; still identical after the last step"
+    return f"; after the last step they differ on {differ} of {total} tensors"
+
+
+def check_averaged(ranks: list[dict]) -> Check:
+    """The gradients each step applied were identical on every rank, and Horovod reduced."""
+    if (empty := _no_steps(ranks)) is not None:
+        return empty
+    counts = [len(r["steps"]) for r in ranks]
+    if len(set(counts)) > 1:
+        detail = ", ".join(f"rank {r['env_rank']} {len(r['steps'])}" for r in ranks)
+        return Check(False, f"the ranks made different numbers of optimizer steps ({detail})")
+    steps = counts[0]
+    bad = []
+    for k in range(steps):
+        grads = [r["steps"][k]["grads"] for r in ranks]
+        differ, total = _differing(grads)
+        if differ:
+            bad.append((k + 1, differ, total))
+    reduced = ranks[0]["steps"][-1]["allreduces"]
+    if bad:
+        k, differ, total = bad[0]
+        norms = " vs ".join(
+            f"{math.sqrt(sum(g[1] ** 2 for g in r['steps'][k - 1]['grads'])):.4g}" for r in ranks
+        )
+        names = ", ".join(str(r["env_rank"]) for r in ranks)
+        return Check(
+            False,
+            f"step {k}: gradients differ on {differ} of {total} tensors "
+            f"(gradient norm {norms} on ranks {names}); they differ at {len(bad)} of {steps} "
+            "steps, so each rank applied its "
+            f"own gradients ({reduced} tensors allreduced in all): wrap the optimizer "
+            "in hvd.DistributedOptimizer (or the tape in hvd.DistributedGradientTape)",
+        )
+    tensors = len(ranks[0]["steps"][0]["grads"])
+    if reduced == 0:
+        return Check(
+            False,
+            f"gradients identical on all {len(ranks)} ranks at each of {steps} "
+            "steps, but Horovod allreduced nothing: every rank computed the same "
+            "gradients from the same samples (see sharded)",
+        )
+    return Check(
+        True,
+        f"gradients identical on all {len(ranks)} ranks at each of {steps} steps "
+        f"({tensors} tensors; {reduced} tensors allreduced)",
+    )
+
+
+def check_sharded(ranks: list[dict]) -> Check:
+    """The ranks trained on different samples (no sample seen by two ranks)."""
+    missing = [r["env_rank"] for r in ranks if not r["samples"]]
+    if missing:
+        return Check(
+            None,
+            f"no training batch was seen on {ranks_text(missing)} (the checker "
+            "hashes the rows of the model's first input in training mode)",
+        )
+    sets = [set(r["samples"]) for r in ranks]
+    worst = None
+    for i in range(len(ranks)):
+        for j in range(i + 1, len(ranks)):
+            common = len(sets[i] & sets[j])
+            share = common / min(len(sets[i]), len(sets[j]))
+            if worst is None or share > worst[0]:
+                worst = (share, common, i, j)
+    share, common, i, j = worst
+    pair = (
+        f"rank {ranks[i]['env_rank']} and rank {ranks[j]['env_rank']} saw {common} common "
+        f"samples of {len(sets[i])} and {len(sets[j])}"
+    )
+    if common == 0:
+        return Check(True, pair + (" (every pair of ranks: none)" if len(ranks) > 2 else ""))
+    if share <= FEW_COMMON_SAMPLES:
+        return Check(
+            None,
+            f"{pair} ({share:.1%}): a few samples on two ranks (duplicates in "
+            "the data, DistributedSampler padding, or each rank drawing at random "
+            "from the whole data set?)",
+        )
+    return Check(
+        False,
+        f"{pair} ({share:.0%}): the ranks trained on the same data; give each "
+        "its own shard (DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()) "
+        "or x[hvd.rank()::hvd.size()])",
+    )
+
+
+def check_rank0_checkpoint(ranks: list[dict]) -> Check:
+    """Files were saved (torch.save / model.save / save_weights ...) by rank 0 only."""
+    saves = {r["env_rank"]: r["saves"] for r in ranks}
+    total = sum(len(s) for s in saves.values())
+    if total == 0:
+        return Check(
+            None,
+            "no rank saved a file with torch.save / model.save / save_weights "
+            "/ tf.train.Checkpoint: nothing to judge",
+        )
+    others = {rank: s for rank, s in saves.items() if rank != 0 and s}
+    if others:
+        detail = "; ".join(
+            f"rank {rank} saved {_plural(len(s), 'file')} "
+            f"({', '.join(sorted({x['path'] for x in s})[:3])})"
+            for rank, s in others.items()
+        )
+        return Check(
+            False,
+            f"{detail}: save on rank 0 only (if hvd.rank() == 0: ...), the "
+            "other ranks hold the same model and overwrite or duplicate its files",
+        )
+    paths = sorted({x["path"] for x in saves[0]})
+    return Check(
+        True,
+        f"{_plural(total, 'save')}, all by rank 0 ({', '.join(paths[:3])}"
+        f"{', ...' if len(paths) > 3 else ''})",
+    )
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= LR_REL_TOL * max(abs(a), abs(b))
+
+
+def check_lr_scaled(
+    ranks: list[dict], base: dict | None = None, base_note: str = "no np=1 run"
+) -> Check:
+    """The learning rate at np=N against the one at np=1 (``base``, the first-step record of
+    the same script run alone). Unscaled or unseen is a warning; ranks disagreeing is a failure.
+    """
+    if (empty := _no_steps(ranks)) is not None:
+        return empty
+    n = len(ranks)
+    firsts = [r["steps"][0]["lr"] for r in ranks]
+    if any(not lr for lr in firsts):
+        return Check(None, "the optimizer showed no learning rate")
+    lr = firsts[0][0]
+    if any(not _close(f[0], lr) for f in firsts):
+        detail = ", ".join(
+            f"rank {r['env_rank']} {f[0]:g}" for r, f in zip(ranks, firsts, strict=True)
+        )
+        return Check(
+            False,
+            f"the ranks used different learning rates at the first step "
+            f"({detail}): with identical averaged gradients the models drift apart",
+        )
+    peak = max(s["lr"][0] for s in ranks[0]["steps"] if s["lr"])
+    last = ranks[0]["steps"][-1]["lr"][0]
+    if not base or not base.get("steps") or not base["steps"][0]["lr"]:
+        return Check(
+            None,
+            f"lr {lr:g} at the first step on all {n} ranks; its base value "
+            f"(the lr the same script uses at np=1) was not seen: {base_note}",
+        )
+    base_lr = base["steps"][0]["lr"][0]
+    ratio = lr / base_lr if base_lr else float("inf")
+    both = f"lr {lr:g} at np={n} vs {base_lr:g} at np=1 (x{ratio:.3g})"
+    if _close(ratio, n):
+        return Check(True, f"linear scaling: {both}")
+    if _close(ratio, math.sqrt(n)):
+        return Check(True, f"square-root scaling: {both}")
+    if _close(ratio, 1.0):
+        if peak > lr * (1 + LR_REL_TOL):
+            return Check(
+                None,
+                f"{both} at the first step, rising to {peak:g} by step "
+                f"{len(ranks[0]['steps'])} (last {last:g}): a warmup toward a scaled "
+                "lr? run more steps to see where it ends",
+            )
+        return Check(
+            None,
+            f"not scaled: {both}; the global batch is {n}x larger, so the usual "
+            f"rules give {base_lr * n:g} (linear) or {base_lr * math.sqrt(n):g} (sqrt)",
+        )
+    return Check(
+        None, f"{both}: neither linear (x{n}) nor square-root (x{math.sqrt(n):.3g}) scaling"
+    )
+
+
+def judge(
+    ranks: list[dict],
+    base: dict | None = None,
+    base_note: str = "no np=1 run",
+    framework: str | None = None,
+) -> dict[str, Check]:
+    """Every practice's verdict, in :data:`CHECK_NAMES` order."""
+    ranks = sorted(ranks, key=lambda r: r["env_rank"])
+    return {
+        "init": check_init(ranks, framework),
+        "broadcast": check_broadcast(ranks),
+        "averaged": check_averaged(ranks),
+        "sharded": check_sharded(ranks),
+        "rank0_checkpoint": check_rank0_checkpoint(ranks),
+        "lr_scaled": check_lr_scaled(ranks, base, base_note),
+    }

@@ -1,0 +1,100 @@
+"""``workshop check SCRIPT``: run a learner's Horovod script on 2 CPU ranks and say which
+practice is missing (init, broadcast, averaged, sharded, rank0_checkpoint, lr_scaled).
+
+The script runs unchanged (it does not import workshop) under ``horovodrun --gloo``; the
+checker watches Horovod, the optimizer, the model's inputs and file saves from outside and
+judges by what happened, not by reading the source. It also runs the script once alone,
+stopped at its first optimizer step, to see the base learning rate. Meant for short runs:
+pass the script arguments after ``--`` (``workshop check train.py -- --steps 20``).
+
+Exit code: 0 every practice holds (warnings allowed), 1 one is missing, 2 the script crashed
+or did not finish within --timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-np", "--np", type=int, default=2, dest="np", help="ranks to run (default 2, at least 2)"
+    )
+    parser.add_argument(
+        "--framework",
+        choices=("torch", "tensorflow"),
+        help="require this framework's hvd.init() (default: the one used)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="stop the script after this long (default 300)",
+    )
+    parser.add_argument(
+        "--no-base-run",
+        action="store_true",
+        help="skip the np=1 run that shows the base learning rate",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"checks": {NAME: {"ok", "evidence"}}, "exit_code", ...}',
+    )
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="run a learner's Horovod script and say which practice is missing",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="workshop check SCRIPT [-np N] [--framework torch|tensorflow] [--timeout S] "
+        "[--no-base-run] [--json] [-- ARGS...]",
+    )
+    _add_options(parser)
+    # SCRIPT and everything after it, kept raw: more of the options above, then `--` and the
+    # script's own arguments (a REMAINDER keeps the `--` that separates them).
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [-- ARGS]",
+        help="the Python script, then its arguments after --",
+    )
+    parser.set_defaults(func=main)
+
+
+def _split_command(args: argparse.Namespace) -> tuple[Path, list[str]]:
+    """The script, and its arguments; options between them are parsed into ``args``."""
+    options = argparse.ArgumentParser(prog="workshop check SCRIPT", add_help=False)
+    _add_options(options)
+    if not args.command or args.command[0].startswith("-"):
+        options.error("the SCRIPT to check is missing")
+    script, rest = Path(args.command[0]), args.command[1:]
+    cut = rest.index("--") if "--" in rest else len(rest)
+    options.parse_args(rest[:cut], namespace=args)
+    return script, rest[cut + 1 :]
+
+
+def main(args: argparse.Namespace) -> int:
+    from workshop.check import CheckError, check_script
+
+    script, script_args = _split_command(args)
+    try:
+        report = check_script(
+            script, np=args.np, framework=args.framework, args=script_args,
+            timeout_s=args.timeout, base_run=not args.no_base_run,
+            quiet=args.json,
+        )  # fmt: skip
+    except (FileNotFoundError, ValueError, CheckError) as error:
+        print(f"workshop check: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.text())
+    return report.exit_code
