@@ -56,7 +56,7 @@ def test_memory_and_costs_plots():
     costs = est.exchange_costs([1, 2, 4], [8, 1e8])
     ax = figs.plot_exchange_costs(costs)
     labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["ring, 8 B", "PS, 8 B", "ring, 100 MB", "PS, 100 MB"]
+    assert labels == ["ring, 8 B", "PS, 8 B", "ring, 95.4 MiB", "PS, 95.4 MiB"]
     assert len(ax.get_lines()[0].get_xdata()) == 2  # N = 1 has no ring point on a log axis
 
 

@@ -36,6 +36,7 @@ import pandas as pd
 from workshop.frames import require_columns
 from workshop.io.mpitrace import MpiProfile
 from workshop.results import json_safe
+from workshop.units import format_bytes
 
 #: Allreduces of at most this many bytes count as negotiation (Horovod's bit vectors).
 SMALL_BYTES = 16
@@ -273,15 +274,9 @@ def load_imbalance(profile: MpiProfile) -> dict[str, object]:
 
 
 def _bin_label(log2_bin: int) -> str:
-    def fmt(n: int) -> str:
-        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-            if n >= size:
-                return f"{n / size:g} {unit}"
-        return f"{n} B"
-
     if log2_bin <= 2:
         return "<=4 B"
-    return f"<={fmt(1 << log2_bin)}"
+    return f"<={format_bytes(1 << log2_bin)}"
 
 
 def message_size_bins(
@@ -516,13 +511,6 @@ def comm_vs_training(
     }
 
 
-def _bytes_text(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"
-
-
 def diagnose(
     profile: MpiProfile, small_bytes: float = SMALL_BYTES, metrics: pd.DataFrame | None = None
 ) -> list[str]:
@@ -604,7 +592,7 @@ def diagnose(
         if large:
             lines.append(
                 f"{large} larger MPI_Allreduce calls carry the tensors themselves: "
-                f"{_bytes_text(sig['large_bytes'])} in {sig['large_time_s']:.3f} s "  # type: ignore[arg-type]
+                f"{format_bytes(sig['large_bytes'])} in {sig['large_time_s']:.3f} s "  # type: ignore[arg-type]
                 "(the gradients go through MPI)."
             )
         else:

@@ -37,6 +37,7 @@ import pandas as pd
 
 from workshop.frames import require_columns
 from workshop.rules import ring_allreduce_time_s
+from workshop.units import format_bytes
 
 VALUE_BYTES = 4  # fp32 parameters, gradients, optimizer state and activations
 MASK_BYTES = 1  # dropout masks (bool)
@@ -359,14 +360,6 @@ def layer_table(model: str) -> pd.DataFrame:
 # Memory and compute per communication
 
 
-def _fmt_bytes(n: float) -> str:
-    """Bytes as a short decimal string: 1.2 GB, 34.5 MB, 6.7 kB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
 _check_columns = require_columns
 
 
@@ -543,30 +536,30 @@ def choose_parallelism(
         gpus = math.ceil(need / usable)
         strategy = "model parallel"
         what = (
-            f"parameters, gradients and optimizer state alone ({_fmt_bytes(state)})"
+            f"parameters, gradients and optimizer state alone ({format_bytes(state)})"
             if state > usable
-            else f"the state ({_fmt_bytes(state)}) plus one sample's activations "
-            f"({_fmt_bytes(per_sample)})"
+            else f"the state ({format_bytes(state)}) plus one sample's activations "
+            f"({format_bytes(per_sample)})"
         )
         reason = (
-            f"{what} exceed the usable {_fmt_bytes(usable)} of one GPU: split the layers over "
+            f"{what} exceed the usable {format_bytes(usable)} of one GPU: split the layers over "
             f">= {gpus} GPUs (pipeline), or shard the state / recompute activations"
         )
     elif need > usable:
         gpus = 1
         strategy = "data parallel (smaller batch)"
         reason = (
-            f"the model state ({_fmt_bytes(state)}) fits, but {batch} samples need "
-            f"{_fmt_bytes(act)} of activations; at most {max_batch} per GPU fit in "
-            f"{_fmt_bytes(usable)}: data parallel with that batch (more GPUs or gradient "
+            f"the model state ({format_bytes(state)}) fits, but {batch} samples need "
+            f"{format_bytes(act)} of activations; at most {max_batch} per GPU fit in "
+            f"{format_bytes(usable)}: data parallel with that batch (more GPUs or gradient "
             f"accumulation keep the global batch)"
         )
     else:
         gpus = 1
         strategy = "data parallel"
         reason = (
-            f"state {_fmt_bytes(state)} + activations of {batch} samples {_fmt_bytes(act)} = "
-            f"{_fmt_bytes(need)} fit in {_fmt_bytes(usable)} ({need / usable:.0%}): every GPU "
+            f"state {format_bytes(state)} + activations of {batch} samples {format_bytes(act)} = "
+            f"{format_bytes(need)} fit in {format_bytes(usable)} ({need / usable:.0%}): every GPU "
             f"holds the whole model"
         )
     return {

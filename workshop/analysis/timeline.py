@@ -40,6 +40,7 @@ import pandas as pd
 
 from workshop.frames import require_columns
 from workshop.io.timeline import DTYPE_BYTES
+from workshop.units import format_bytes
 
 if TYPE_CHECKING:
     from workshop.io.timeline import Timeline
@@ -1048,8 +1049,8 @@ def timeline_report(tl: Timeline) -> str:
         lines.append(
             f"Fusion: {len(groups)} responses, {len(multi)} of them fused several tensors; "
             f"mean {groups['tensors'].mean():.1f} tensors and "
-            f"{_bytes(groups['bytes'].mean())} per response, largest "
-            f"{_bytes(groups['bytes'].max())}."
+            f"{format_bytes(groups['bytes'].mean())} per response, largest "
+            f"{format_bytes(groups['bytes'].max())}."
         )
     strag = stragglers(tl.ticks)
     lines.append("")
@@ -1132,13 +1133,3 @@ def _overlap_lines(tl: Timeline) -> list[str]:
 
 def _pct(x: float) -> str:
     return "n/a" if x is None or pd.isna(x) else f"{100 * x:.1f} %"
-
-
-def _bytes(x: float) -> str:
-    if x is None or pd.isna(x):
-        return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(x) < 1024 or unit == "GiB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024
-    return f"{x:.1f} GiB"

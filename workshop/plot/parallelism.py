@@ -9,6 +9,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from workshop.frames import require_columns
+from workshop.units import format_bytes
 
 PHASE_COLORS = {
     "forward_backward": "tab:blue",
@@ -156,7 +157,7 @@ def plot_exchange_costs(costs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax = _axes(ax, (7, 4))
     for i, (nbytes, group) in enumerate(costs.groupby("bytes")):
         color = f"C{i}"
-        label = f"{nbytes / 1e6:.3g} MB" if nbytes >= 1e5 else f"{nbytes:g} B"
+        label = format_bytes(nbytes)
         ring = group[group["ring_s"] > 0]  # N = 1 sends nothing: no point on a log axis
         ax.plot(ring["n_workers"], ring["ring_s"], "o-", color=color, label=f"ring, {label}")
         ax.plot(group["n_workers"], group["ps_s"], "s--", color=color, label=f"PS, {label}")
