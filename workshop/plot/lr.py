@@ -6,16 +6,16 @@ Inputs come from :func:`workshop.io.sweep.read_sweep` and :mod:`workshop.analysi
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
+from workshop.plot._axes import _axes
 from workshop.plot.scaling import legend_outside
 
 
 def _ax(ax: Axes | None) -> Axes:
     # constrained layout makes room for the legend outside the axes
-    return ax if ax is not None else plt.subplots(figsize=(7.5, 4), layout="constrained")[1]
+    return _axes(ax, (7.5, 4), constrained=True)
 
 
 def run_label(row: pd.Series) -> str:

@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
 from workshop.frames import require_columns
+from workshop.plot._axes import _axes
 
 
 def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
@@ -36,8 +36,7 @@ def plot_routine_times(
         The axes.
     """
     _require(table, ["routine", "calls", "time_s"], "plot_routine_times")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.5))
+    ax = _axes(ax, (7, 3.5))
     shown = table.sort_values("time_s", ascending=False).head(top).iloc[::-1]
     bars = ax.barh(shown["routine"], shown["time_s"], color="tab:blue")
     for bar, calls in zip(bars, shown["calls"], strict=True):
@@ -73,8 +72,7 @@ def plot_message_sizes(
         The axes.
     """
     _require(bins, ["routine", "log2_bin", "bin_label", weight], "plot_message_sizes")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.5))
+    ax = _axes(ax, (8, 3.5))
     routines = sorted(bins["routine"].unique())
     width = 0.8 / max(len(routines), 1)
     for i, routine in enumerate(routines):
@@ -111,8 +109,7 @@ def plot_comm_vs_elapsed(
         The axes.
     """
     _require(frame, ["rank", "comm_s", "elapsed_s", "comm_fraction"], "plot_comm_vs_elapsed")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.5))
+    ax = _axes(ax, (7, 3.5))
     ranks = frame["rank"].astype(int)
     ax.bar(ranks, frame["elapsed_s"], color="lightgray", label="elapsed (MPI_Init to Finalize)")
     ax.bar(ranks, frame["comm_s"], color="tab:orange", label="inside MPI calls (all threads)")

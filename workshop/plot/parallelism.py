@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from workshop.frames import require_columns
+from workshop.plot._axes import _axes
 from workshop.units import format_bytes
 
 PHASE_COLORS = {
@@ -22,10 +22,6 @@ PHASE_COLORS = {
     "send": "tab:pink",
     "send_wait": "tab:purple",
 }
-
-
-def _axes(ax: Axes | None, size: tuple[float, float] = (8, 3)) -> Axes:
-    return ax if ax is not None else plt.subplots(figsize=size)[1]
 
 
 def _need(df: pd.DataFrame, columns: list[str], where: str) -> None:
@@ -48,7 +44,7 @@ def plot_timeline(
         blocked in a transfer (Python, scheduling).
     """
     _need(events, ["rank", "step", "phase", "start_s", "dur_s"], "plot_timeline")
-    ax = _axes(ax)
+    ax = _axes(ax, (8, 3))
     ev = events if steps is None else events[events["step"].between(*steps)]
     for phase, group in ev.groupby("phase"):
         for rank, bars in group.groupby("rank"):

@@ -8,13 +8,13 @@ matplotlib Axes it drew on.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter, LogLocator
 
 from workshop.analysis.scaling import METRICS, amdahl_speedup
+from workshop.plot._axes import _axes
 
 METRIC_LABELS = {
     "wall": "wall time (init included)",
@@ -25,7 +25,7 @@ METRIC_LABELS = {
 
 def _ax(ax: Axes | None) -> Axes:
     # constrained layout makes room for a legend outside the axes (legend_outside)
-    return ax if ax is not None else plt.subplots(figsize=(7.5, 4), layout="constrained")[1]
+    return _axes(ax, (7.5, 4), constrained=True)
 
 
 def legend_outside(ax: Axes, **kwargs) -> None:

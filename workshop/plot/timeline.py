@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+
+from workshop.plot._axes import _axes
 
 __all__ = [
     "plot_allreduce_overlap",
@@ -51,12 +52,6 @@ def phase_color(name: str) -> str:
     if name == "OTHER_PROCESSING":
         return PHASE_COLORS["OTHER"]
     return PHASE_COLORS["OP"]
-
-
-def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
-    if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
-    return ax
 
 
 def plot_timeline_gantt(

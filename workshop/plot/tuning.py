@@ -6,10 +6,11 @@ runs. The fusion/cycle-time grid and the autotune log are drawn by
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+
+from workshop.plot._axes import _axes
 
 
 def plot_knob_effect(
@@ -24,7 +25,7 @@ def plot_knob_effect(
         metric_label: the y-axis label.
         ax: Axes to draw on (a new figure if None).
     """
-    ax = ax if ax is not None else plt.subplots(figsize=(5, 3.5))[1]
+    ax = _axes(ax, (5, 3.5))
     labels = ["default" if pd.isna(v) else f"{v:g}" if isinstance(v, float) else str(v)
               for v in effect[knob]]  # fmt: skip
     x = np.arange(len(effect))
