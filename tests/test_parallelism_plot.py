@@ -32,13 +32,13 @@ def _events():
     return pd.DataFrame(rows, columns=est.EVENT_COLUMNS)
 
 
-def test_timeline_draws_one_bar_per_event_and_filters_steps():
-    ax = figs.plot_timeline(_events())
+def test_demo_events_draws_one_bar_per_event_and_filters_steps():
+    ax = figs.plot_demo_events(_events())
     assert sum(len(c.get_paths()) for c in ax.collections) == 6
     assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1"]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["forward", "backward", "recv_activation", "recv_gradient", "send"]
-    ax = figs.plot_timeline(_events(), steps=(2, 2))
+    ax = figs.plot_demo_events(_events(), steps=(2, 2))
     assert sum(len(c.get_paths()) for c in ax.collections) == 1
 
 
@@ -69,7 +69,7 @@ def test_loss_plot_one_line_per_run():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: figs.plot_timeline(pd.DataFrame({"rank": [0]})),
+        lambda: figs.plot_demo_events(pd.DataFrame({"rank": [0]})),
         lambda: figs.plot_step_breakdown(pd.DataFrame({"run": ["a"]})),
         lambda: figs.plot_memory(pd.DataFrame({"model": ["a"]})),
         lambda: figs.plot_exchange_costs(pd.DataFrame({"n_workers": [2]})),

@@ -28,10 +28,11 @@ def _need(df: pd.DataFrame, columns: list[str], where: str) -> None:
     require_columns(df, columns, where)
 
 
-def plot_timeline(
+def plot_demo_events(
     events: pd.DataFrame, *, steps: tuple[int, int] | None = None, ax: Axes | None = None
 ) -> Axes:
-    """What every process did over time: one row per rank, one bar per event.
+    """What every process of a parallelism demo did over time: one row per rank, one bar per
+    event (for a Horovod timeline file, see :func:`workshop.plot.timeline.plot_timeline_gantt`).
 
     Args:
         events: ``events`` of a demo result (``rank``, ``step``, ``phase``, ``start_s``,
@@ -43,7 +44,7 @@ def plot_timeline(
         The Axes. Gaps between bars are time the process spent neither computing nor
         blocked in a transfer (Python, scheduling).
     """
-    _need(events, ["rank", "step", "phase", "start_s", "dur_s"], "plot_timeline")
+    _need(events, ["rank", "step", "phase", "start_s", "dur_s"], "plot_demo_events")
     ax = _axes(ax, (8, 3))
     ev = events if steps is None else events[events["step"].between(*steps)]
     for phase, group in ev.groupby("phase"):
