@@ -35,7 +35,7 @@ def _read_and_explain(data: bytes) -> None:
             warnings.simplefilter("ignore")
             prof = read_mpitrace(path)
         analysis.profile_summary(prof)
-        analysis.diagnose(prof)
+        analysis.mpi_findings(prof)
         analysis.comm_fraction(prof)
         analysis.message_size_bins(prof)
 
@@ -135,7 +135,7 @@ def test_corruption_gives_an_error_naming_file_line_and_fault_or_a_result(name, 
         assert parsed, "the file reads but its bytes do not"
         # a file that reads can be summarised and explained (no exception of any kind)
         analysis.profile_summary(prof)
-        analysis.diagnose(prof)
+        analysis.mpi_findings(prof)
         analysis.comm_fraction(prof)
         analysis.message_size_bins(prof)
 

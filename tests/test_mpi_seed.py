@@ -54,7 +54,7 @@ def test_gpu_mpi_carries_no_gradients(gpu):
     assert sig["small_bytes"] == 11658 * 8  # 93 kB of MPI allreduce in the whole run
     total_bytes = analysis.routine_table(gpu)["bytes"].sum()
     assert total_bytes < 200_000
-    text = "\n".join(analysis.diagnose(gpu))
+    text = "\n".join(analysis.mpi_findings(gpu))
     assert "No MPI_Allreduce moves more than that" in text
 
 

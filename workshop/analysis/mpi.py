@@ -21,7 +21,7 @@
   MPI.
 * :func:`message_size_bins`: the message-size distribution on power-of-two bins.
 * :func:`compare_profiles` / :func:`compare_summary`: two runs side by side.
-* :func:`profile_summary` and :func:`diagnose`: the numbers and words of ``workshop mpi``.
+* :func:`profile_summary` and :func:`mpi_findings`: the numbers and words of ``workshop mpi``.
 
 All functions are pure: DataFrames and dicts in, DataFrames, dicts and strings out.
 """
@@ -511,7 +511,7 @@ def comm_vs_training(
     }
 
 
-def diagnose(
+def mpi_findings(
     profile: MpiProfile, small_bytes: float = SMALL_BYTES, metrics: pd.DataFrame | None = None
 ) -> list[str]:
     """The profile explained in sentences, each with its numbers.

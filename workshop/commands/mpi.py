@@ -119,7 +119,9 @@ def _report(args: argparse.Namespace) -> int:
         return _fail("report", exc)
     if len(ids) > 1:
         print(f"(PATH holds jobs {', '.join(ids)}; this is job {prof.jobid})")
-    for line in analysis.diagnose(prof, small_bytes=args.small_bytes, metrics=_metrics(args.path)):
+    for line in analysis.mpi_findings(
+        prof, small_bytes=args.small_bytes, metrics=_metrics(args.path)
+    ):
         print(line)
     table = analysis.routine_table(prof)
     if len(table):
