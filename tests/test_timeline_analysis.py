@@ -296,7 +296,7 @@ def test_compare_overlap_uses_cycle_marks_where_there_are_some() -> None:
 
 def test_report_states_the_numbers() -> None:
     tl, _ = load("tl-torch-gloo-np2-cycles")
-    text = A.timeline_report(tl)
+    text = "\n".join(A.timeline_findings(tl))
     share = A.negotiation_share(tl.spans).set_index("op").loc["all", "negotiation_share"]
     assert f"Negotiation takes {100 * share:.1f} %" in text
     assert "Library: Gloo." in text
@@ -306,7 +306,7 @@ def test_report_states_the_numbers() -> None:
     assert "only 34 of 512 negotiations have ticks" in text and "at start-up" in text
     assert "tensor time sums the spans of all tensors" in text
     assert "Allreduces against the backward pass" in text and "cycle-exact" in text
-    nocache = A.timeline_report(load("tl-torch-gloo-np2-nocache")[0])
+    nocache = "\n".join(A.timeline_findings(load("tl-torch-gloo-np2-nocache")[0]))
     assert "every negotiation has ticks" in nocache
 
 

@@ -95,7 +95,7 @@ from workshop.analysis.timeline import (  # noqa: F401
     overlap_by_step,
     step_starts,
     stragglers,
-    timeline_report,
+    timeline_findings,
     timeline_summary,
 )
 from workshop.analysis.tuning import (  # noqa: F401

@@ -62,7 +62,7 @@ __all__ = [
     "overlap_by_step",
     "step_starts",
     "stragglers",
-    "timeline_report",
+    "timeline_findings",
     "timeline_summary",
 ]
 
@@ -964,14 +964,15 @@ def _metrics(tl: Timeline) -> dict[str, Any]:
     return m
 
 
-def timeline_report(tl: Timeline) -> str:
-    """A diagnosis in words, with the numbers behind it.
+def timeline_findings(tl: Timeline) -> list[str]:
+    """A diagnosis in words, with the numbers behind it (``workshop timeline report``).
 
     Args:
         tl: a Timeline.
 
     Returns:
-        Several short paragraphs of text.
+        Lines of text (no trailing newlines), one finding each; indented lines detail the
+        finding above them.
     """
     lines: list[str] = []
     md = tl.metadata
@@ -1100,7 +1101,7 @@ def timeline_report(tl: Timeline) -> str:
                 f"negotiation {r['negotiate_per_step_us'] / 1e3:.1f} ms per step (share "
                 f"{_pct(r['negotiation_share'])})."
             )
-    return "\n".join(lines)
+    return lines
 
 
 def _overlap_lines(tl: Timeline) -> list[str]:

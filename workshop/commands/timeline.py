@@ -70,12 +70,12 @@ def _read(path: str) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from workshop.analysis.timeline import timeline_report
+    from workshop.analysis.timeline import timeline_findings
 
     tl = _read(args.file)
     if tl is None:
         return 2
-    print(timeline_report(tl))
+    print("\n".join(timeline_findings(tl)))
     return 0
 
 
