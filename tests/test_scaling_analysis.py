@@ -139,17 +139,17 @@ def test_batch_size_plateau():
     assert p["speedup_at_plateau"] == pytest.approx(8.0 / 1.35)
     # 256 and 512 were measured beyond 128 and stayed within 10% of 1.25 s: a plateau
     assert p["levels_off"] and p["largest_batch_size"] == 512
-    assert scaling.plateau_finding(p) == (
+    assert scaling.plateau_findings(p) == [
         "Epoch time levels off from batch 128 (within 10% of the fastest, 1.250 s, up to "
         "batch 512): 5.93x faster than batch 16."
-    )  # 8.0 / 1.35 = 5.926
+    ]  # 8.0 / 1.35 = 5.926
     # within 1% only the fastest, 512, qualifies: nothing larger was measured, no plateau
     tight = scaling.batch_size_plateau(df, tolerance=0.01)
     assert tight["plateau_batch_size"] == 512 and not tight["levels_off"]
-    assert scaling.plateau_finding(tight) == (
+    assert scaling.plateau_findings(tight) == [
         "Time per epoch is still falling at the largest batch measured (512: 1.250 s, 6.40x "
         "faster than batch 16): no plateau within batch 16-512."
-    )  # 8.0 / 1.25 = 6.4
+    ]  # 8.0 / 1.25 = 6.4
     with pytest.raises(ValueError, match=r"two or more batch sizes, got \[16\]"):
         scaling.batch_size_plateau(df.iloc[:1])
 

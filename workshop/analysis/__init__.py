@@ -69,7 +69,7 @@ from workshop.analysis.scaling import (  # noqa: F401
     infer_throughput_per_worker,
     karp_flatt,
     linear_fit,
-    plateau_finding,
+    plateau_findings,
     runs_from_epochs,
     scaling_findings,
     scaling_groups,

@@ -403,31 +403,34 @@ def batch_size_plateau(
     }
 
 
-def plateau_finding(plateau: dict) -> str:
-    """Say in one sentence what the batch-size series shows: a plateau, or none in range.
+def plateau_findings(plateau: dict) -> list[str]:
+    """Say what the batch-size series shows: a plateau, or none in range.
 
     Args:
         plateau: from :func:`batch_size_plateau`.
 
+    Returns:
+        Lines of text, one finding each (here one sentence).
+
     >>> table = pd.DataFrame({"batch_size": [16, 32, 64], "steady_epoch_time_s": [4, 2, 1]})
-    >>> plateau_finding(batch_size_plateau(table))
-    'Time per epoch is still falling at the largest batch measured (64: 1.000 s, 4.00x faster \
-than batch 16): no plateau within batch 16-64.'
+    >>> plateau_findings(batch_size_plateau(table))
+    ['Time per epoch is still falling at the largest batch measured (64: 1.000 s, 4.00x faster \
+than batch 16): no plateau within batch 16-64.']
     """
     p = plateau
     if p["levels_off"]:
-        return (
+        return [
             f"Epoch time levels off from batch {p['plateau_batch_size']} (within "
             f"{100 * p['tolerance']:.0f}% of the fastest, {p['min_time_s']:.3f} s, up to batch "
             f"{p['largest_batch_size']}): {p['speedup_at_plateau']:.2f}x faster than batch "
             f"{p['smallest_batch_size']}."
-        )
-    return (
+        ]
+    return [
         f"Time per epoch is still falling at the largest batch measured "
         f"({p['largest_batch_size']}: {p['min_time_s']:.3f} s, {p['speedup_at_plateau']:.2f}x "
         f"faster than batch {p['smallest_batch_size']}): no plateau within batch "
         f"{p['smallest_batch_size']}-{p['largest_batch_size']}."
-    )
+    ]
 
 
 def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:

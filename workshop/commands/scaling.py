@@ -223,7 +223,8 @@ def print_text(report: dict) -> None:
         p = report["plateau"]
         print("\n== time per epoch vs batch size (one worker, fixed LR)")
         print(p["table"].to_string(**fmt))
-        print(f"- {scaling.plateau_finding(p)}")
+        for line in scaling.plateau_findings(p):
+            print(f"- {line}")
     if "tuning" in report:
         print("\n== Horovod tuning knobs (np > 1)")
         print(report["tuning"].to_string(**fmt))
