@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -38,9 +39,11 @@ def build_timeline(rd: Reader, ev: Events) -> Timeline:
     last_ts = md["last_ts_us"] or 0
     ev.off = np.zeros(0, np.int64)  # not needed any more
     tensors, tensor_of = _tensors(rd, ev)
-    spans, n_orphan, n_unclosed = _spans(ev, vocab, tensor_of, last_ts)
-    ticks = _ticks(ev, vocab, tensor_of)
-    cycles = _cycles(ev, vocab, last_ts)
+    with ThreadPoolExecutor(1) as pool:  # numpy releases the GIL: two tables at once
+        ticks_job = pool.submit(_ticks, ev, vocab, tensor_of)
+        cycles_job = pool.submit(_cycles, ev, vocab, last_ts)
+        spans, n_orphan, n_unclosed = _spans(ev, vocab, tensor_of, last_ts)
+        ticks, cycles = ticks_job.result(), cycles_job.result()
     md["orphan_ends"] = n_orphan
     md["unclosed"] = n_unclosed
     if n_orphan:
@@ -79,7 +82,7 @@ def _metadata(rd: Reader, ev: Events) -> dict[str, Any]:
 def _tensors(rd: Reader, ev: Events) -> tuple[pd.DataFrame, TensorOf]:
     """The tensors table (named and unnamed pids), and the function that gives the tensor
     column of an array of pids."""
-    used = np.unique(ev.pid[ev.pid >= 0]).tolist()
+    used = _distinct(ev.pid[ev.pid >= 0]).tolist()
     pids = sorted(set(rd.tensor_names) | set(used))
     names = [rd.tensor_names.get(p, f"pid {p}") for p in pids]
     categories = list(dict.fromkeys(names))
@@ -130,6 +133,14 @@ def _dense_rank(values: np.ndarray) -> np.ndarray:
     if not len(values) or (values.min() >= 0 and values.max() < SMALL_KEY):
         return values
     return np.unique(values, return_inverse=True)[1].reshape(-1)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct non-negative integers of ``values``, ascending (one counting pass when
+    they are small, else a sort)."""
+    if len(values) and values.max() < SMALL_KEY:
+        return np.flatnonzero(np.bincount(values, minlength=0))
+    return np.unique(values)
 
 
 def _ffill_in_runs(values: np.ndarray, has: np.ndarray, run_first: np.ndarray) -> np.ndarray:
@@ -263,7 +274,7 @@ def _closing_partners(pid: np.ndarray, is_b: np.ndarray, depth: np.ndarray) -> n
 def _categorical(codes: np.ndarray, strings: np.ndarray) -> pd.Categorical:
     """Categorical of ``strings[codes]`` (-1 -> missing) holding only the strings used."""
     codes = np.asarray(codes, dtype=np.int64)
-    used = np.unique(codes[codes >= 0])
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(strings)))
     cats = list(dict.fromkeys(strings[used].tolist()))
     index = {s: i for i, s in enumerate(cats)}
     remap = np.full(len(strings), -1, dtype=np.int64)
@@ -283,12 +294,16 @@ def _ticks(ev: Events, vocab: np.ndarray, tensor_of: TensorOf) -> pd.DataFrame:
         dtype=np.int64,
     )
     name_neg = np.array([s.startswith(NEGOTIATE) for s in vocab], dtype=bool)
-    neg_b = (ev.ph == ord("B")) & name_neg[ev.name] & (ev.pid >= 0)
-    tick = (ev.ph == ord("X")) & (rank_of[ev.name] >= 0) & (ev.pid >= 0)
-    sel = np.flatnonzero(tick | neg_b)
-    sel = sel[_by_pid(ev.pid[sel])]
+    b = np.flatnonzero(ev.ph == ord("B"))
+    b = b[name_neg[ev.name[b]] & (ev.pid[b] >= 0)]  # negotiations begin
+    x = np.flatnonzero(ev.ph == ord("X"))
+    x = x[(rank_of[ev.name[x]] >= 0) & (ev.pid[x] >= 0)]  # ticks
+    sel = np.concatenate([b, x])
+    is_neg = np.arange(len(sel)) < len(b)
+    order = np.argsort(sel, kind="stable")  # file order, then (stable) by pid
+    order = order[_by_pid(ev.pid[sel[order]])]
+    sel, neg = sel[order], is_neg[order]
     pid = ev.pid[sel]
-    neg = neg_b[sel]
     first = _run_starts(pid)
     c = np.cumsum(neg)
     negotiation = c - (c - neg)[first][np.cumsum(first) - 1] - 1
@@ -327,7 +342,8 @@ def _ticks(ev: Events, vocab: np.ndarray, tensor_of: TensorOf) -> pd.DataFrame:
 def _cycles(ev: Events, vocab: np.ndarray, last_ts: int) -> pd.DataFrame:
     """``CYCLE_START`` marks (``HOROVOD_TIMELINE_MARK_CYCLES=1``)."""
     is_cycle = np.array([s == CYCLE_START for s in vocab], dtype=bool)
-    sel = np.flatnonzero((ev.ph == ord("i")) & is_cycle[ev.name])
+    sel = np.flatnonzero(ev.ph == ord("i"))
+    sel = sel[is_cycle[ev.name[sel]]]
     start = ev.ts[sel]
     if len(start) > 1 and (start[1:] < start[:-1]).any():
         order = np.argsort(start, kind="stable")
