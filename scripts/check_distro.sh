@@ -157,17 +157,18 @@ versions=$(in_root 'echo "Debian $(cat /etc/debian_version)";
         "commit: $commit;" \
         "host CA bundle for HTTPS: $( ((${#certs[@]})) && echo yes || echo no)"
     echo "$versions"
-    echo "horovod build: $(grep -E '^\[horovod\] (cmake|built in|installed|using cached)' \
+    echo "horovod build: $(grep -a -E '^\[horovod\] (cmake|built in|installed|using cached)' \
         "$DIR/setup.log" | paste -sd ' ' || true)"
     echo "bash scripts/setup.sh: exit $setup_rc, $setup_s s"
     if [[ $test_rc != -1 ]]; then
         echo "bash scripts/test.sh: exit $test_rc, $test_s s;" \
-            "pytest: $(grep -E '^=+ .*(passed|failed|error).* =+$' "$DIR/test.log" | tail -n 1)"
+            "pytest: $(grep -a -E '^=+ .*(passed|failed|error).* =+$' "$DIR/test.log" | tail -n 1)"
     elif [[ $setup_rc == 0 ]]; then
         echo "bash scripts/test.sh: not run (--setup-only)"
     else
         echo "bash scripts/test.sh: not run (setup failed; last lines of setup.log below)"
         tail -n 30 "$DIR/setup.log"
     fi
+    grep -a -E '^(FAILED|ERROR) ' "$DIR/test.log" 2>/dev/null || true
 } | tee "$DIR/summary.txt"
 [[ $setup_rc == 0 && ($test_rc == 0 || $SETUP_ONLY == 1) ]]
