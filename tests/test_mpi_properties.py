@@ -104,7 +104,7 @@ def _corrupt(raw: bytes, data: st.DataObject) -> bytes:
 
 
 # An error names the file, the line (and byte, for bytes that are not UTF-8 text) and then, in
-# words, what is wrong there, e.g. ".../mpi_profile.1.0: line 7: not a row of the routine table: '...'".
+# words, what is wrong there, e.g. "mpi_profile.1.0: line 7: not a row of the routine table: ...".
 ERROR_AT_A_LINE = r"line \d+(?: \(byte \d+\))?: (?P<what>\S+(?: \S+)+)"
 
 

@@ -47,8 +47,8 @@ def test_a_dead_launcher_makes_the_run_stale(tmp_path):
 def test_a_reused_pid_or_a_reboot_makes_the_run_stale(tmp_path):
     me = launcher_identity()
     # same pid, but a process that started an hour later than the recorded launcher
-    reused = read_run(_run_dir(tmp_path, "reused", "running",
-                               me | {"process_started_s": me["process_started_s"] - 3600}))
+    earlier = me | {"process_started_s": me["process_started_s"] - 3600}
+    reused = read_run(_run_dir(tmp_path, "reused", "running", earlier))
     assert reused["status"] == "stale" and "now another process" in reused["stale_reason"]
     if me["boot_id"]:
         rebooted = read_run(_run_dir(tmp_path, "rebooted", "running", me | {"boot_id": "x"}))
