@@ -9,4 +9,14 @@ from workshop.launch.environment import diagnose
 from workshop.launch.run import RunConfig, RunError, launch
 from workshop.launch.sweep import run_sweep
 
-__all__ = ["RunConfig", "RunError", "diagnose", "jobscript", "launch", "run_sweep"]
+__all__ = ["RunConfig", "RunError", "diagnose", "jobscript", "launch", "parallelism", "run_sweep"]
+
+
+def __getattr__(name: str):
+    # launch.parallelism (lesson 01's real-process demos) is imported on first use: its workers
+    # run it with ``python -m``, which must not find it imported by the package already.
+    if name == "parallelism":
+        import importlib
+
+        return importlib.import_module("workshop.launch.parallelism")
+    raise AttributeError(f"module 'workshop.launch' has no attribute {name!r}")
