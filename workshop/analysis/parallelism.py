@@ -7,6 +7,12 @@ model (parameters, gradients, optimizer state and the activations of a batch) fi
 exchanges parameter gradients once per step, model parallelism exchanges neuron outputs
 (activations) and their gradients at every layer boundary, for every sample.
 
+The exchange costs are latency-bandwidth *models* of one algorithm each. What Horovod runs is
+the choice of the library under it: Horovod 0.28.1 sets no algorithm for Gloo, which then runs
+a ring (``horovod/common/ops/gloo_operations.cc:67-86``, Gloo ``allreduce.cc:136-137``);
+``MPI_Allreduce`` and ``ncclAllReduce`` pick their own (recursive doubling, ring, Rabenseifner
+...; ring or tree) by message size and group size.
+
 Everything here is pure (numbers in, DataFrames / dicts out); no torch, no matplotlib.
 
 Layer tables are computed from the architectures, and the totals are checked against published
