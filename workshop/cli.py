@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 COMMAND_MODULES = [
     "doctor", "run", "sweep", "timeline", "mpi", "scaling", "jobscript", "profiler", "check",
+    "parallelism",
 ]  # fmt: skip
 
 
