@@ -59,7 +59,7 @@ def worker(mode: str, steps: int, batch_size: int) -> None:
         if step == WARMUP_STEPS:
             start = time.perf_counter()
         batch = step % per_shard
-        idx = torch.from_numpy(indices[batch * batch_size:(batch + 1) * batch_size])
+        idx = torch.from_numpy(indices[batch * batch_size : (batch + 1) * batch_size])
         optimizer.zero_grad()
         loss_fn(model(x[idx]), y[idx]).backward()
         optimizer.step()
@@ -69,8 +69,16 @@ def worker(mode: str, steps: int, batch_size: int) -> None:
 
 
 def measure(kind: str, steps: int, batch_size: int, controller: str) -> float:
-    program = [sys.executable, __file__, "--worker", "plain" if kind == "plain" else "horovod",
-               "--steps", str(steps), "--batch-size", str(batch_size)]  # fmt: skip
+    program = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "plain" if kind == "plain" else "horovod",
+        "--steps",
+        str(steps),
+        "--batch-size",
+        str(batch_size),
+    ]
     env = os.environ | {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     if kind != "plain":
         np = kind[-1]
@@ -78,7 +86,7 @@ def measure(kind: str, steps: int, batch_size: int, controller: str) -> float:
     result = subprocess.run(program, capture_output=True, text=True, env=env, check=False)
     for line in result.stdout.splitlines():
         if '"samples_per_s"' in line:
-            return json.loads(line[line.index("{"):])["samples_per_s"]
+            return json.loads(line[line.index("{") :])["samples_per_s"]
     raise RuntimeError(f"{kind} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
 
 
@@ -98,17 +106,23 @@ def main() -> int:
     for repeat in range(args.repeats):
         for kind in kinds:
             samples[kind].append(measure(kind, args.steps, args.batch_size, args.controller))
-            print(f"repeat {repeat + 1}/{args.repeats} {kind:8s} "
-                  f"{samples[kind][-1]:8.1f} samples/s", flush=True)
+            print(
+                f"repeat {repeat + 1}/{args.repeats} {kind:8s} {samples[kind][-1]:8.1f} samples/s",
+                flush=True,
+            )
     median = {kind: statistics.median(values) for kind, values in samples.items()}
-    print(f"\nmedian samples/s ({args.steps} steps after {WARMUP_STEPS} warm-up, batch "
-          f"{args.batch_size}/worker, {os.cpu_count()} cores, controller {args.controller}):")
+    print(
+        f"\nmedian samples/s ({args.steps} steps after {WARMUP_STEPS} warm-up, batch "
+        f"{args.batch_size}/worker, {os.cpu_count()} cores, controller {args.controller}):"
+    )
     for kind in kinds:
         print(f"  {kind:8s} {median[kind]:8.1f}")
     overhead = median["plain"] / median["hvd-np1"] - 1
-    print(f"Horovod np=1 overhead vs plain PyTorch: {overhead:+.1%} "
-          f"(ratio plain/hvd-np1 = {median['plain'] / median['hvd-np1']:.3f}; seed 003: ~17% "
-          "at one GPU)")
+    print(
+        f"Horovod np=1 overhead vs plain PyTorch: {overhead:+.1%} "
+        f"(ratio plain/hvd-np1 = {median['plain'] / median['hvd-np1']:.3f}; seed 003: ~17% "
+        "at one GPU)"
+    )
     print(f"Horovod np=2 vs np=1 throughput: {median['hvd-np2'] / median['hvd-np1']:.3f}x")
     return 0
 

@@ -93,14 +93,23 @@ def horovod_run(steps: int, out_dir: Path) -> Callable[[bool], dict[str, float]]
 
     def measure(profiled: bool) -> dict[str, float]:
         config = RunConfig(
-            framework="torch", dataset="mnist", np=2, controller="mpi", epochs=1,
-            steps_per_epoch=steps, timeline=False, mpi_profile=profiled, data="subset",
-        )  # fmt: skip
+            framework="torch",
+            dataset="mnist",
+            np=2,
+            controller="mpi",
+            epochs=1,
+            steps_per_epoch=steps,
+            timeline=False,
+            mpi_profile=profiled,
+            data="subset",
+        )
         run_dir = launch(config, out_dir=out_dir, name=f"run{next(counter)}", quiet=True)
         summary = json.loads((run_dir / "summary.json").read_text())
         run = json.loads((run_dir / "run.json").read_text())
-        values = {"train_time_s": float(summary["train_time_s"]),
-                  "wall_s": float(run["duration_s"])}  # fmt: skip
+        values = {
+            "train_time_s": float(summary["train_time_s"]),
+            "wall_s": float(run["duration_s"]),
+        }
         if profiled:
             from workshop.io.mpitrace import read_mpitrace
 

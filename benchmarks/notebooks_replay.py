@@ -26,15 +26,23 @@ def main() -> int:
     worst = 0
     with tempfile.TemporaryDirectory() as tmp:
         for notebook in notebooks:
-            run = execute(notebook, Path(tmp) / notebook.name,
-                          {"RESULTS_PATH": str(Path(tmp) / f"{notebook.stem}.json")})
+            run = execute(
+                notebook,
+                Path(tmp) / notebook.name,
+                {"RESULTS_PATH": str(Path(tmp) / f"{notebook.stem}.json")},
+            )
             total += run.seconds
             worst = max(worst, run.peak_rss_bytes)
-            print(f"{notebook.name:45s} {run.seconds:6.1f} s  "
-                  f"peak {run.peak_rss_bytes / 2**20:6.0f} MiB", flush=True)
-    print(f"\ntotal replay time {total:.1f} s for {len(notebooks)} notebooks "
-          f"(budget {BUDGET_S} s: {total / BUDGET_S:.0%} of it); "
-          f"largest peak {worst / 2**20:.0f} MiB (Binder: {BINDER_BYTES / 2**20:.0f} MiB)")
+            print(
+                f"{notebook.name:45s} {run.seconds:6.1f} s  "
+                f"peak {run.peak_rss_bytes / 2**20:6.0f} MiB",
+                flush=True,
+            )
+    print(
+        f"\ntotal replay time {total:.1f} s for {len(notebooks)} notebooks "
+        f"(budget {BUDGET_S} s: {total / BUDGET_S:.0%} of it); "
+        f"largest peak {worst / 2**20:.0f} MiB (Binder: {BINDER_BYTES / 2**20:.0f} MiB)"
+    )
     return 0
 
 

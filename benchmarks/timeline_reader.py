@@ -151,8 +151,10 @@ def fmt(values: list[float], unit: str = "s", digits: int = 2) -> str:
 def report(runs: dict[str, list[dict]], size: int) -> dict[str, float]:
     """Print the table and the targets; return the medians that the targets check."""
     mb = size / 1e6
-    print(f"{'':18s} {'median wall (min-max)':>24s} {'MB/s at median (range)':>26s} "
-          f"{'CPU s':>6s} {'peak RSS':>16s}")  # fmt: skip
+    print(
+        f"{'':18s} {'median wall (min-max)':>24s} {'MB/s at median (range)':>26s} "
+        f"{'CPU s':>6s} {'peak RSS':>16s}"
+    )
     for mode, rs in runs.items():
         walls = [r["wall_s"] for r in rs]
         rates = [mb / w for w in walls]
@@ -217,8 +219,11 @@ def check_targets(m: dict[str, float]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sample", default="tl-torch-gloo-np2-cycles",
-                        help="recording in data/timelines to repeat")  # fmt: skip
+    parser.add_argument(
+        "--sample",
+        default="tl-torch-gloo-np2-cycles",
+        help="recording in data/timelines to repeat",
+    )
     parser.add_argument("--size-mb", type=float, default=200, help="file size to build (MiB)")
     parser.add_argument("--file", type=Path, help="measure this timeline instead of building one")
     parser.add_argument("--skip-baseline", action="store_true")

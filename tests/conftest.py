@@ -96,8 +96,9 @@ def seed000_logs() -> list[Path]:
 @pytest.fixture(scope="session")
 def seed004_tables() -> list[Path]:
     """Seed 004's two result tables (wall time, throughput) of resnet_v2_101, 1-32 GPUs."""
-    return [data_path("seeds", f"004-resnet_v2_101-{kind}.tsv")
-            for kind in ("walltime", "throughput")]  # fmt: skip
+    return [
+        data_path("seeds", f"004-resnet_v2_101-{kind}.tsv") for kind in ("walltime", "throughput")
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,20 +141,32 @@ class FakeLauncher:
         metrics = []
         for epoch in range(1, config.epochs + 1):
             train = steps * step + (1.0 if epoch == 1 else 0.0)
-            metrics.append({
-                "epoch": epoch, "train_time_s": train, "test_time_s": 0.1,
-                "epoch_time_s": train + 0.1, "samples_per_s": steps * config.batch_size
-                * config.np / train, "steps": steps, "samples": steps * config.batch_size,
-                "train_loss": 1.0 / epoch, "train_accuracy": 0.5 + 0.1 * epoch,
-                "test_loss": 1.1 / epoch, "test_accuracy": 0.45 + 0.1 * epoch,
-                "lr": config.lr, "elapsed_s": train * epoch,
-            })  # fmt: skip
+            metrics.append(
+                {
+                    "epoch": epoch,
+                    "train_time_s": train,
+                    "test_time_s": 0.1,
+                    "epoch_time_s": train + 0.1,
+                    "samples_per_s": steps * config.batch_size * config.np / train,
+                    "steps": steps,
+                    "samples": steps * config.batch_size,
+                    "train_loss": 1.0 / epoch,
+                    "train_accuracy": 0.5 + 0.1 * epoch,
+                    "test_loss": 1.1 / epoch,
+                    "test_accuracy": 0.45 + 0.1 * epoch,
+                    "lr": config.lr,
+                    "elapsed_s": train * epoch,
+                }
+            )
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
         total_train = sum(m["train_time_s"] for m in metrics)
-        summary = {"init_time_s": 2.0, "train_time_s": total_train,
-                   "total_time_s": 2.0 + total_train + 0.3,
-                   "final_test_accuracy": metrics[-1]["test_accuracy"],
-                   "lr_effective": config.lr}  # fmt: skip
+        summary = {
+            "init_time_s": 2.0,
+            "train_time_s": total_train,
+            "total_time_s": 2.0 + total_train + 0.3,
+            "final_test_accuracy": metrics[-1]["test_accuracy"],
+            "lr_effective": config.lr,
+        }
         if status == "ok":
             (run_dir / "summary.json").write_text(json.dumps(summary))
         record = {

@@ -159,18 +159,30 @@ def lab_server(tmp_path_factory) -> Iterator[LabServer]:
     url = f"http://127.0.0.1:{port}"
     log_path = base / "jupyterlab.log"
     command = [
-        sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
-        f"--ServerApp.token={token}", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
-        "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
         # window.jupyterapp lets the test wait for the kernel connection, as JupyterLab's own
         # UI tests (galata) do; the clicks still go through the menu like a learner's.
         "--LabApp.expose_app_in_browser=True",
-    ]  # fmt: skip
+    ]
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+            command,
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
     server = LabServer(url=url, token=token, log_path=log_path)
     try:
         deadline = time.monotonic() + SERVER_START_S

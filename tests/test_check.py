@@ -222,6 +222,9 @@ def test_report_text_and_json_shape():
     assert lines[-2].split()[:2] == ["WARN", "lr_scaled"]
     assert lines[-1] == "exit code 0: every practice holds (see the warnings)"
     assert str(report) == report.text()
+    from IPython.lib.pretty import pretty
+
+    assert pretty(report) == report.text()  # what a notebook cell shows
     shape = report.to_dict()
     assert shape["exit_code"] == 0 and list(shape["checks"]) == list(check.CHECK_NAMES)
     assert shape["checks"]["init"] == {"ok": True, "evidence": checks["init"].evidence}
@@ -258,13 +261,18 @@ def test_after_import_hook_sees_the_module_once(tmp_path, monkeypatch):
 
 
 def run_runner(tmp_path, source: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run the runner as workshop check starts it on each rank, from a working directory whose
+    json.py would break it if the directory were on sys.path (it must not be: `python -P`)."""
     script = tmp_path / "learner.py"
     script.write_text(source)
-    out = tmp_path / "out"
+    out, cwd = tmp_path / "out", tmp_path / "cwd"
     out.mkdir()
+    cwd.mkdir()
+    (cwd / "json.py").write_text("raise RuntimeError('the working directory shadowed json')\n")
+    command = [sys.executable, "-P", "-m", "workshop.check.runner", "--out", str(out)]
     result = subprocess.run(
-        [sys.executable, "-m", "workshop.check.runner", "--out", str(out), str(script), *args],
-        capture_output=True, text=True, timeout=60, env=os.environ | {"HOROVOD_RANK": "3"},
+        [*command, str(script), *args], capture_output=True, text=True, timeout=60, cwd=cwd,
+        env=os.environ | {"HOROVOD_RANK": "3"},
     )  # fmt: skip
     return result, json.loads((out / "rank.3.json").read_text())
 

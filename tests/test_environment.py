@@ -42,8 +42,13 @@ def _bare_env() -> dict[str, str]:
 
 @pytest.mark.live
 def test_doctor_finds_horovod_without_an_activated_venv(cpu_lock, horovod_ready):
-    result = subprocess.run([str(WORKSHOP), "doctor", "--json"], capture_output=True,
-                            text=True, env=_bare_env(), timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [str(WORKSHOP), "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env=_bare_env(),
+        timeout=300,
+    )
     facts = json.loads(result.stdout)
     assert facts["problems"] == [], facts["problems"]
     assert result.returncode == 0
@@ -53,9 +58,25 @@ def test_doctor_finds_horovod_without_an_activated_venv(cpu_lock, horovod_ready)
 @pytest.mark.live
 def test_run_works_without_an_activated_venv(tmp_path, cpu_lock, horovod_ready):
     result = subprocess.run(
-        [str(WORKSHOP), "run", "-np", "2", "--epochs", "1", "--steps-per-epoch", "3",
-         "--no-timeline", "--out", str(tmp_path), "--name", "bare"],
-        capture_output=True, text=True, env=_bare_env(), timeout=300,
-    )  # fmt: skip
+        [
+            str(WORKSHOP),
+            "run",
+            "-np",
+            "2",
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "3",
+            "--no-timeline",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "bare",
+        ],
+        capture_output=True,
+        text=True,
+        env=_bare_env(),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert read_run(tmp_path / "bare")["status"] == "ok"

@@ -100,8 +100,18 @@ def _error(argv: list[str], capsys: pytest.CaptureFixture) -> str:
             "a polaris node has 32 cores",
         ),
         (
-            ["--system", "polaris", "--account", "A", "--gpus-per-node", "0", "--device", "cuda",
-             "--ranks-per-node", "1"],
+            [
+                "--system",
+                "polaris",
+                "--account",
+                "A",
+                "--gpus-per-node",
+                "0",
+                "--device",
+                "cuda",
+                "--ranks-per-node",
+                "1",
+            ],
             "--device cuda with --gpus-per-node 0",
         ),
         (["--system", "slurm"], "--gpus-per-node is needed for a Slurm cluster"),
@@ -129,7 +139,7 @@ def _error(argv: list[str], capsys: pytest.CaptureFixture) -> str:
         ),
         (["--system", "polaris", "--account", "A", "--python", "python3"], "absolute path"),
     ],
-)  # fmt: skip
+)
 def test_invalid_jobs_give_clear_errors(
     argv: list[str], message: str, capsys: pytest.CaptureFixture
 ) -> None:
@@ -174,8 +184,15 @@ def test_single_gpu_queue_counts_gpus() -> None:
 def test_every_queue_in_the_table_is_accepted() -> None:
     for system in SYSTEMS.values():
         for queue, limits in (system.queues or {}).items():
-            spec = JobSpec(system.name, limits.min_nodes, [], "/p", account="A", queue=queue,
-                           gpus_per_node=1 if limits.max_gpus else None)  # fmt: skip
+            spec = JobSpec(
+                system.name,
+                limits.min_nodes,
+                [],
+                "/p",
+                account="A",
+                queue=queue,
+                gpus_per_node=1 if limits.max_gpus else None,
+            )
             assert plan(spec).queue == queue
 
 
@@ -228,10 +245,12 @@ def test_script_is_valid_bash_with_directives_first(case: str) -> None:
     [
         ("thetagpu-torch-mnist-2x8", "mpirun -hostfile {tmp}/nodefile -n 16 -npernode 8"),
         ("polaris-torch-cifar10-2x4", "mpiexec -n 8 -ppn 4 --depth 8 --cpu-bind depth"),
-        ("slurm-tensorflow-mnist-2x4", "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 "
-         "--cpus-per-task=8"),
+        (
+            "slurm-tensorflow-mnist-2x4",
+            "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=8",
+        ),
     ],
-)  # fmt: skip
+)
 def test_script_runs_and_hands_over_launcher_and_options(
     case: str, launcher: str, tmp_path: Path, fake_program
 ) -> None:
@@ -296,8 +315,9 @@ def test_slurm_threads_come_from_the_allocated_cpus(
     env = {"PATH": "/usr/bin:/bin"} | (
         {"SLURM_CPUS_ON_NODE": cpus_on_node} if cpus_on_node else {}
     )
-    result = subprocess.run(["bash", str(tmp_path / "job.sh")], env=env, capture_output=True,
-                            text=True, timeout=30)  # fmt: skip
+    result = subprocess.run(
+        ["bash", str(tmp_path / "job.sh")], env=env, capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 0, result.stderr
     words = (tmp_path / "argv").read_text().split()
     assert words[words.index("--threads-per-rank") + 1] == threads
@@ -349,11 +369,30 @@ def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
 
     runs = tmp_path / "runs"
     argv = [
-        "--system", "thetagpu", "--nodes", "1", "--gpus-per-node", "0", "--ranks-per-node",
-        "2", "--threads-per-rank", "1", "--account", "local", "--python", sys.executable,
-        "--out", str(runs), "--epochs", "1", "--steps-per-epoch", "5", "--data", "subset",
+        "--system",
+        "thetagpu",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "0",
+        "--ranks-per-node",
+        "2",
+        "--threads-per-rank",
+        "1",
+        "--account",
+        "local",
+        "--python",
+        sys.executable,
+        "--out",
+        str(runs),
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "5",
+        "--data",
+        "subset",
         "--timeline",
-    ]  # fmt: skip
+    ]
     (tmp_path / "job.sh").write_text(render_case(argv))
     (tmp_path / "nodefile").write_text("localhost slots=2\n")
     env = os.environ | {"COBALT_NODEFILE": str(tmp_path / "nodefile"), "COBALT_JOBID": "4242"}
@@ -370,8 +409,14 @@ def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
     assert run["status"] == "ok"
     assert run["config"]["np"] == 2 and run["config"]["controller"] == "mpi"
     assert run["launch_command"][:7] == [
-        "mpirun", "-hostfile", str(tmp_path / "nodefile"), "-n", "2", "-npernode", "2",
-    ]  # fmt: skip
+        "mpirun",
+        "-hostfile",
+        str(tmp_path / "nodefile"),
+        "-n",
+        "2",
+        "-npernode",
+        "2",
+    ]
     assert run["env"].get("COBALT_JOBID") == "4242"
     assert len(read_metrics(run_dir)) == 1
     assert (run_dir / "timeline.json").exists()

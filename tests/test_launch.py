@@ -39,8 +39,15 @@ def test_run_directories_are_never_reused(tmp_path):
 
 
 def test_horovodrun_command_mirrors_the_options(tmp_path):
-    config = RunConfig(np=2, controller="mpi", timeline=True, mark_cycles=True,
-                       fusion_threshold_mb=0, cycle_time_ms=5, steps_per_epoch=7)
+    config = RunConfig(
+        np=2,
+        controller="mpi",
+        timeline=True,
+        mark_cycles=True,
+        fusion_threshold_mb=0,
+        cycle_time_ms=5,
+        steps_per_epoch=7,
+    )
     argv, env = launch_command(config, tmp_path, "subset")
     assert argv[:6] == ["horovodrun", "-np", "2", "-H", "localhost:2", "--mpi"]
     assert argv[argv.index("--timeline-filename") + 1] == str(tmp_path / "timeline.json")
@@ -53,8 +60,12 @@ def test_horovodrun_command_mirrors_the_options(tmp_path):
 
 
 def test_cluster_launcher_gets_horovod_knobs_as_environment(tmp_path):
-    config = RunConfig(np=8, timeline=True, fusion_threshold_mb=64,
-                       launcher="mpirun -hostfile nodes -n 8 -npernode 8")
+    config = RunConfig(
+        np=8,
+        timeline=True,
+        fusion_threshold_mb=64,
+        launcher="mpirun -hostfile nodes -n 8 -npernode 8",
+    )
     argv, env = launch_command(config, tmp_path, "full")
     assert argv[:7] == ["mpirun", "-hostfile", "nodes", "-n", "8", "-npernode", "8"]
     assert "horovodrun" not in argv
@@ -71,25 +82,53 @@ def test_autotune_logs_into_the_run_directory(tmp_path):
 
 def test_run_json_records_the_run_knobs_but_never_a_secret():
     env = {
-        "HOROVOD_FUSION_THRESHOLD": "0", "HOROVOD_TIMELINE": "/r/timeline.json",
-        "OMPI_MCA_btl": "self,tcp", "NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "1",
-        "CUDA_VISIBLE_DEVICES": "0,1", "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-        "SLURM_JOB_ID": "4242", "PBS_JOBID": "17.polaris", "COBALT_JOBID": "9",
+        "HOROVOD_FUSION_THRESHOLD": "0",
+        "HOROVOD_TIMELINE": "/r/timeline.json",
+        "OMPI_MCA_btl": "self,tcp",
+        "NCCL_DEBUG": "INFO",
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "TF_USE_LEGACY_KERAS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "SLURM_JOB_ID": "4242",
+        "PBS_JOBID": "17.polaris",
+        "COBALT_JOBID": "9",
         # Terraform's credentials (TF_ is also TensorFlow's prefix), and other secrets
-        "TF_TOKEN_app_terraform_io": "tok-123", "TF_VAR_db_password": "hunter2",
-        "HOROVOD_SECRET_KEY": "abc", "NCCL_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "s",
-        "OMPI_MCA_credential_file": "/home/me/.cred", "GITHUB_TOKEN": "ghp_x",
-        "HOME": "/home/me", "PATH": "/usr/bin",
-    }  # fmt: skip
+        "TF_TOKEN_app_terraform_io": "tok-123",
+        "TF_VAR_db_password": "hunter2",
+        "HOROVOD_SECRET_KEY": "abc",
+        "NCCL_API_KEY": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "OMPI_MCA_credential_file": "/home/me/.cred",
+        "GITHUB_TOKEN": "ghp_x",
+        "HOME": "/home/me",
+        "PATH": "/usr/bin",
+    }
     recorded = recorded_env(env)
-    for name in ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_TIMELINE", "OMPI_MCA_btl", "NCCL_DEBUG",
-                 "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TF_USE_LEGACY_KERAS",
-                 "TF_CPP_MIN_LOG_LEVEL", "SLURM_JOB_ID", "PBS_JOBID", "COBALT_JOBID"):  # fmt: skip
+    for name in (
+        "HOROVOD_FUSION_THRESHOLD",
+        "HOROVOD_TIMELINE",
+        "OMPI_MCA_btl",
+        "NCCL_DEBUG",
+        "OMP_NUM_THREADS",
+        "CUDA_VISIBLE_DEVICES",
+        "TF_USE_LEGACY_KERAS",
+        "TF_CPP_MIN_LOG_LEVEL",
+        "SLURM_JOB_ID",
+        "PBS_JOBID",
+        "COBALT_JOBID",
+    ):
         assert recorded[name] == env[name], name
     secrets = ("tok-123", "hunter2", "abc", "ghp_x", "/home/me/.cred")
     assert not any(value in recorded.values() for value in secrets), recorded
-    for name in ("TF_TOKEN_app_terraform_io", "TF_VAR_db_password", "GITHUB_TOKEN", "HOME",
-                 "PATH", "AWS_SECRET_ACCESS_KEY"):  # fmt: skip
+    for name in (
+        "TF_TOKEN_app_terraform_io",
+        "TF_VAR_db_password",
+        "GITHUB_TOKEN",
+        "HOME",
+        "PATH",
+        "AWS_SECRET_ACCESS_KEY",
+    ):
         assert name not in recorded
     # a secret-looking name under a recorded prefix is listed, so the reader knows it was set
     assert recorded["HOROVOD_SECRET_KEY"] == recorded["NCCL_API_KEY"] == "<redacted>"

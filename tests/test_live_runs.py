@@ -19,9 +19,12 @@ pytestmark = pytest.mark.live
 
 def workshop(*args: str, env: dict | None = None, timeout: int = 300):
     return subprocess.run(
-        [sys.executable, "-m", "workshop.cli", *args], capture_output=True, text=True,
-        timeout=timeout, env=os.environ | (env or {}),
-    )  # fmt: skip
+        [sys.executable, "-m", "workshop.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ | (env or {}),
+    )
 
 
 def timeline_ranks(path: Path) -> set[str]:
@@ -39,17 +42,37 @@ def test_two_process_run_writes_the_run_directory(
     framework, controller, tmp_path, cpu_lock, horovod_ready
 ):
     result = workshop(
-        "run", "--framework", framework, "--controller", controller, "-np", "2",
-        "--epochs", "3", "--steps-per-epoch", "25", "--lr", "0.02", "--out", str(tmp_path),
-        "--name", "run",
-    )  # fmt: skip
+        "run",
+        "--framework",
+        framework,
+        "--controller",
+        controller,
+        "-np",
+        "2",
+        "--epochs",
+        "3",
+        "--steps-per-epoch",
+        "25",
+        "--lr",
+        "0.02",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "run",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     run_dir = tmp_path / "run"
     run = read_run(run_dir)
     assert run["status"] == "ok" and run["exit_code"] == 0
     assert run["config"]["np"] == 2 and run["config"]["controller"] == controller
-    assert run["launch_command"][:6] == ["horovodrun", "-np", "2", "-H", "localhost:2",
-                                         f"--{controller}"]
+    assert run["launch_command"][:6] == [
+        "horovodrun",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        f"--{controller}",
+    ]
     assert run["data"]["synthetic"] is False and run["data"]["train_samples"] > 0
     assert run["versions"]["horovod"] == "0.28.1"
     assert run["rank_status"] == {"0": "ok", "1": "ok"}
@@ -65,9 +88,20 @@ def test_two_process_run_writes_the_run_directory(
 
 def test_a_crashing_rank_is_named(tmp_path, cpu_lock, horovod_ready):
     result = workshop(
-        "run", "-np", "2", "--epochs", "1", "--steps-per-epoch", "3", "--no-timeline",
-        "--out", str(tmp_path), "--name", "crash", env={"WORKSHOP_FAIL_RANK": "1"},
-    )  # fmt: skip
+        "run",
+        "-np",
+        "2",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "3",
+        "--no-timeline",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "crash",
+        env={"WORKSHOP_FAIL_RANK": "1"},
+    )
     assert result.returncode == 1
     log = tmp_path / "crash" / "logs" / "rank.1.log"
     assert "rank 1 crashed" in result.stderr and str(log) in result.stderr
@@ -78,10 +112,24 @@ def test_a_crashing_rank_is_named(tmp_path, cpu_lock, horovod_ready):
 
 def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_lock, horovod_ready):
     process = subprocess.Popen(
-        [sys.executable, "-m", "workshop.cli", "run", "-np", "2", "--epochs", "50",
-         "--out", str(tmp_path), "--name", "stopped"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "workshop.cli",
+            "run",
+            "-np",
+            "2",
+            "--epochs",
+            "50",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "stopped",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.time() + 120
     for line in process.stdout:
         if line.startswith("Epoch 1:") or time.time() > deadline:
@@ -106,10 +154,25 @@ def _start_long_run(run_dir: Path) -> tuple[subprocess.Popen, list]:
     import psutil
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "workshop.cli", "run", "-np", "2", "--epochs", "50",
-         "--no-timeline", "--out", str(run_dir.parent), "--name", run_dir.name],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "workshop.cli",
+            "run",
+            "-np",
+            "2",
+            "--epochs",
+            "50",
+            "--no-timeline",
+            "--out",
+            str(run_dir.parent),
+            "--name",
+            run_dir.name,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     watchdog = threading.Timer(180, _kill_tree, [process])  # no epoch 1 in 3 minutes: stop
     watchdog.start()
     try:

@@ -58,8 +58,12 @@ def test_epoch_log_errors_name_file_and_line(tmp_path):
 def test_seed004_tables():
     wall = logs.read_table(data_path("seeds", "004-resnet_v2_101-walltime.tsv"))
     assert wall.columns.tolist() == [
-        "np", "init_time_s", "train_time_s", "total_time_s", "speedup_reported",
-    ]  # fmt: skip
+        "np",
+        "init_time_s",
+        "train_time_s",
+        "total_time_s",
+        "speedup_reported",
+    ]
     assert wall["np"].tolist() == [1, 2, 4, 8, 16, 32]
     assert wall.set_index("np").loc[32, "speedup_reported"] == pytest.approx(11.64)
     thr = logs.read_table(data_path("seeds", "004-resnet_v2_101-throughput.tsv"))

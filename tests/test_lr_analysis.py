@@ -38,8 +38,9 @@ def test_analysis_and_training_use_the_one_rule():
 
 
 def test_schedule_warms_up_linearly_to_the_scaled_lr():
-    schedule = lr.lr_schedule(0.01, 256, 32, "linear", warmup_epochs=1.5, epochs=3,
-                              steps_per_epoch=10)  # fmt: skip
+    schedule = lr.lr_schedule(
+        0.01, 256, 32, "linear", warmup_epochs=1.5, epochs=3, steps_per_epoch=10
+    )
     # target 0.01 x 256/32 = 0.08, reached after 1.5 x 10 = 15 steps: +0.07/15 per step
     expected = [0.01 + 0.07 * step / 15 for step in range(15)] + [0.08] * 15
     assert schedule["lr"].tolist() == pytest.approx(expected)
@@ -51,15 +52,17 @@ def test_schedule_warms_up_linearly_to_the_scaled_lr():
         lr.scaled_lr(0.01, 64, 32, "cubic")
 
 
-RUNS = pd.DataFrame({
-    "run": list("abcdef"),
-    "global_batch_size": [32, 128, 512, 512, 512, 512],
-    "lr_scaling": ["none", "none", "none", "linear", "linear", "sqrt"],
-    "warmup_epochs": [0, 0, 0, 0, 1, 0],
-    "lr_effective": [0.01, 0.01, 0.01, 0.16, 0.16, 0.04],
-    "final_test_accuracy": [0.95, 0.90, 0.70, 0.80, 0.93, 0.85],
-    "best_test_accuracy": [0.95, 0.91, 0.72, 0.85, 0.93, 0.86],
-})  # fmt: skip
+RUNS = pd.DataFrame(
+    {
+        "run": list("abcdef"),
+        "global_batch_size": [32, 128, 512, 512, 512, 512],
+        "lr_scaling": ["none", "none", "none", "linear", "linear", "sqrt"],
+        "warmup_epochs": [0, 0, 0, 0, 1, 0],
+        "lr_effective": [0.01, 0.01, 0.01, 0.16, 0.16, 0.04],
+        "final_test_accuracy": [0.95, 0.90, 0.70, 0.80, 0.93, 0.85],
+        "best_test_accuracy": [0.95, 0.91, 0.72, 0.85, 0.93, 0.86],
+    }
+)
 
 
 def test_accuracy_vs_batch_at_fixed_lr():
@@ -83,12 +86,15 @@ def test_compare_rules_picks_the_large_batch_and_ranks():
 
 
 def test_time_to_accuracy_and_gap():
-    epochs = pd.DataFrame({
-        "run": ["a"] * 3 + ["b"] * 3, "epoch": [1, 2, 3] * 2,
-        "elapsed_s": [1.0, 2.0, 3.0, 0.5, 1.0, 1.5],
-        "test_accuracy": [0.5, 0.8, 0.9, 0.3, 0.4, 0.5],
-        "train_accuracy": [0.6, 0.9, 0.99, 0.3, 0.45, 0.6],
-    })  # fmt: skip
+    epochs = pd.DataFrame(
+        {
+            "run": ["a"] * 3 + ["b"] * 3,
+            "epoch": [1, 2, 3] * 2,
+            "elapsed_s": [1.0, 2.0, 3.0, 0.5, 1.0, 1.5],
+            "test_accuracy": [0.5, 0.8, 0.9, 0.3, 0.4, 0.5],
+            "train_accuracy": [0.6, 0.9, 0.99, 0.3, 0.45, 0.6],
+        }
+    )
     hit = lr.time_to_accuracy(epochs, 0.75).set_index("run")
     assert hit.loc["a", "epoch"] == 2 and hit.loc["a", "elapsed_s"] == 2.0
     assert not hit.loc["b", "reached"] and math.isnan(hit.loc["b", "elapsed_s"])

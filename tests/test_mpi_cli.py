@@ -28,8 +28,10 @@ def test_summary_json_fields(capsys):
     assert data["jobs"] == ["thetagpu-cpu"] and data["job"] == "thetagpu-cpu"
     assert data["ntasks"] == 16 and data["ranks"] == [0]
     assert data["routines"]["0"]["MPI_Allreduce"] == {
-        "calls": 8161, "avg_bytes": 138800.2, "time_s": 10.575,
-    }  # fmt: skip
+        "calls": 8161,
+        "avg_bytes": 138800.2,
+        "time_s": 10.575,
+    }
     assert data["comm_s"] == {"0": 10.602} and data["elapsed_s"] == {"0": 15.548}
     assert data["small_allreduce_calls"] == 7428
     assert data["small_allreduce_time_s"] == pytest.approx(5.696)

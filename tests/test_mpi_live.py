@@ -17,12 +17,31 @@ pytestmark = pytest.mark.live
 
 def test_mpi_profile_of_a_horovod_run(tmp_path, cpu_lock, horovod_ready):
     result = subprocess.run(
-        [sys.executable, "-m", "workshop.cli", "run", "--controller", "mpi", "--mpi-profile",
-         "-np", "2", "--epochs", "1", "--steps-per-epoch", "15", "--no-timeline",
-         "--out", str(tmp_path), "--name", "run"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "workshop.cli",
+            "run",
+            "--controller",
+            "mpi",
+            "--mpi-profile",
+            "-np",
+            "2",
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "15",
+            "--no-timeline",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={k: v for k, v in os.environ.items() if k != "SAVE_ALL_TASKS"},
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     run_dir = tmp_path / "run"
     prof = read_mpitrace(run_dir)
@@ -36,7 +55,9 @@ def test_mpi_profile_of_a_horovod_run(tmp_path, cpu_lock, horovod_ready):
     # the same numbers through the CLI
     cli = subprocess.run(
         [sys.executable, "-m", "workshop.cli", "mpi", "summary", str(run_dir), "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     data = json.loads(cli.stdout)
     assert data["small_allreduce_calls"] == sig["small_calls"] and data["ranks"] == [0, 1]

@@ -33,18 +33,26 @@ def test_seed_cpu_alcf_layout_values():
     assert prof.ntasks == 16 and prof.ranks == [0] and prof.layout == "alcf"
     routines = prof.routines.set_index("routine")
     assert list(routines.index) == [
-        "MPI_Comm_rank", "MPI_Comm_size", "MPI_Bcast", "MPI_Allreduce", "MPI_Gather",
-        "MPI_Gatherv", "MPI_Allgather",
-    ]  # fmt: skip
+        "MPI_Comm_rank",
+        "MPI_Comm_size",
+        "MPI_Bcast",
+        "MPI_Allreduce",
+        "MPI_Gather",
+        "MPI_Gatherv",
+        "MPI_Allgather",
+    ]
     assert routines.loc["MPI_Allreduce", "calls"] == 8161
     assert routines.loc["MPI_Allreduce", "avg_bytes"] == pytest.approx(138800.2)
     assert routines.loc["MPI_Allreduce", "time_s"] == pytest.approx(10.575)
     f = prof.files.iloc[0]
     assert f["roles"] == "minimum" and bool(f["complete"])
     assert (f["comm_s"], f["elapsed_s"], f["user_s"], f["system_s"], f["mem_mb"]) == (
-        pytest.approx(10.602), pytest.approx(15.548), pytest.approx(131.483),
-        pytest.approx(6.319), pytest.approx(1655.0),
-    )  # fmt: skip
+        pytest.approx(10.602),
+        pytest.approx(15.548),
+        pytest.approx(131.483),
+        pytest.approx(6.319),
+        pytest.approx(1655.0),
+    )
     sizes = prof.message_sizes
     allreduce = sizes[sizes["routine"] == "MPI_Allreduce"]
     assert len(allreduce) == 9 and allreduce["calls"].sum() == 8161
@@ -67,8 +75,10 @@ def test_seed_gpu_has_no_role_line_but_a_summary():
     prof = read_mpitrace(GPU)
     assert prof.ntasks == 8 and prof.files.iloc[0]["roles"] == ""
     assert prof.extremes.set_index("role")["taskid"].to_dict() == {
-        "minimum": 2, "median": 6, "maximum": 7,
-    }  # fmt: skip
+        "minimum": 2,
+        "median": 6,
+        "maximum": 7,
+    }
     assert prof.routines.set_index("routine").loc["MPI_Barrier", "time_s"] == 0.077
     assert len(prof.tasks) == 8 and prof.files.iloc[0]["mem_mb"] == pytest.approx(4230.734)
 

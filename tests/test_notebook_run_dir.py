@@ -22,8 +22,9 @@ pytestmark = pytest.mark.notebook
 
 def _replay(name: str, tmp_path: Path, run_dir: Path | str) -> dict:
     results = tmp_path / "results.json"
-    execute(NOTEBOOKS / name, tmp_path / name,
-            {"RESULTS_PATH": str(results), "RUN_DIR": str(run_dir)})  # fmt: skip
+    execute(
+        NOTEBOOKS / name, tmp_path / name, {"RESULTS_PATH": str(results), "RUN_DIR": str(run_dir)}
+    )
     return json.loads(results.read_text())
 
 

@@ -145,3 +145,22 @@ def test_notebook_03_live_launches_real_runs(tmp_path, monkeypatch, cpu_lock, ho
     statuses = sorted(json.loads(p.read_text())["status"]
                       for p in (tmp_path / "runs").glob("*/run.json"))
     assert statuses == ["failed", "ok"], statuses  # the normal run and the injected crash
+
+
+@pytest.mark.live
+@pytest.mark.notebook
+def test_notebook_02_live_runs_the_programs(tmp_path, monkeypatch, cpu_lock, horovod_ready):
+    # LIVE: the serial, Horovod (PyTorch, TensorFlow, Keras) and DDP programs, the checker, the
+    # Keras probe and one benchmark repeat all run for real; the learner's files go to WORK_DIR.
+    monkeypatch.setenv("WORKSHOP_RUNS", str(tmp_path / "runs"))
+    results_path = tmp_path / "results.json"
+    notebook = REPO / "notebooks" / "02-your-first-horovod-program.ipynb"
+    execute(notebook, tmp_path / notebook.name,
+            {"RESULTS_PATH": str(results_path), "LIVE": True, "BENCHMARK_REPEATS": 1,
+             "WORK_DIR": str(tmp_path / "mine")})
+    got = json.loads(results_path.read_text())
+    assert got["live"] is True and got["solution_checks_ok"] == 6
+    assert got["hvd_final_train_loss"] < got["hvd_first_train_loss"]
+    assert got["resumed_first_epoch"] == 3 and got["resume_matches_uninterrupted"] is True
+    assert (tmp_path / "mine" / "hvd_torch_skeleton.py").exists()
+    assert (tmp_path / "mine" / "checkpoints" / "checkpoint.pt").exists()

@@ -134,12 +134,27 @@ def test_exact_counts_of_a_real_run(lib, tmp_path, monkeypatch, cpu_lock):
     for rank in (0, 1):
         r = prof.routines[prof.routines["rank"] == rank].set_index("routine")
         expected_calls = {
-            "MPI_Comm_rank": 1, "MPI_Comm_size": 1, "MPI_Allreduce": small + 3,
-            "MPI_Iallreduce": 2, "MPI_Wait": 2, "MPI_Bcast": 2, "MPI_Barrier": 3,
-            "MPI_Reduce": 1, "MPI_Gather": 1, "MPI_Gatherv": 1, "MPI_Allgather": 1,
-            "MPI_Allgatherv": 1, "MPI_Alltoall": 1, "MPI_Alltoallv": 1, "MPI_Sendrecv": 1,
-            "MPI_Isend": 1, "MPI_Irecv": 1, "MPI_Waitall": 1, "MPI_Send": 1, "MPI_Recv": 1,
-        }  # fmt: skip
+            "MPI_Comm_rank": 1,
+            "MPI_Comm_size": 1,
+            "MPI_Allreduce": small + 3,
+            "MPI_Iallreduce": 2,
+            "MPI_Wait": 2,
+            "MPI_Bcast": 2,
+            "MPI_Barrier": 3,
+            "MPI_Reduce": 1,
+            "MPI_Gather": 1,
+            "MPI_Gatherv": 1,
+            "MPI_Allgather": 1,
+            "MPI_Allgatherv": 1,
+            "MPI_Alltoall": 1,
+            "MPI_Alltoallv": 1,
+            "MPI_Sendrecv": 1,
+            "MPI_Isend": 1,
+            "MPI_Irecv": 1,
+            "MPI_Waitall": 1,
+            "MPI_Send": 1,
+            "MPI_Recv": 1,
+        }
         assert r["calls"].to_dict() == expected_calls
         avg = r["avg_bytes"]
         assert avg["MPI_Bcast"] == 502.0 and avg["MPI_Reduce"] == 80.0
@@ -192,8 +207,17 @@ def test_only_rank0_and_extremes_write_unless_save_all(lib, tmp_path, monkeypatc
 @needs_mpi
 def test_default_job_id_is_rank0_pid_and_directory_is_cwd(lib, tmp_path, cpu_lock):
     # without launch_env's variables: the library names files by rank 0's pid, in the cwd
-    cmd = ["mpirun", "-np", "2", "--oversubscribe", "-x", f"LD_PRELOAD={lib}",
-           str(profiler.exercise_path()), "exercise", "5"]  # fmt: skip
+    cmd = [
+        "mpirun",
+        "-np",
+        "2",
+        "--oversubscribe",
+        "-x",
+        f"LD_PRELOAD={lib}",
+        str(profiler.exercise_path()),
+        "exercise",
+        "5",
+    ]
     unset = ("WORKSHOP_MPI", "PBS_", "SLURM_", "COBALT_", "SAVE_ALL")
     run_env = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
     if os.geteuid() == 0:

@@ -14,8 +14,12 @@ from workshop.io.runs import launcher_identity, list_runs, read_run
 def _run_dir(root: Path, name: str, status: str, launcher: dict | None) -> Path:
     run_dir = root / name
     run_dir.mkdir(parents=True)
-    record = {"name": name, "status": status, "started_at": f"2026-01-0{len(name) % 9}T00:00:00",
-              "config": {"framework": "torch", "np": 2}}  # fmt: skip
+    record = {
+        "name": name,
+        "status": status,
+        "started_at": f"2026-01-0{len(name) % 9}T00:00:00",
+        "config": {"framework": "torch", "np": 2},
+    }
     if launcher is not None:
         record["launcher"] = launcher
     (run_dir / "run.json").write_text(json.dumps(record))

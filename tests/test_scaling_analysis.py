@@ -120,8 +120,9 @@ def test_syncs_per_epoch_seed003_example():
 
 
 def test_sync_overhead_from_step_times():
-    runs = pd.DataFrame({"np": [1, 2, 4], "steps": [100, 50, 25],
-                         "steady_epoch_time_s": [1.0, 0.6, 0.35]})  # fmt: skip
+    runs = pd.DataFrame(
+        {"np": [1, 2, 4], "steps": [100, 50, 25], "steady_epoch_time_s": [1.0, 0.6, 0.35]}
+    )
     sync = scaling.sync_overhead(runs).set_index("np")
     assert sync.loc[1, "sync_time_per_step_ms"] == 0
     assert sync.loc[2, "sync_time_per_step_ms"] == pytest.approx(2.0)
@@ -131,8 +132,12 @@ def test_sync_overhead_from_step_times():
 
 
 def test_batch_size_plateau():
-    df = pd.DataFrame({"batch_size": [16, 32, 64, 128, 256, 512],
-                       "steady_epoch_time_s": [8.0, 4.2, 2.3, 1.35, 1.3, 1.25]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "batch_size": [16, 32, 64, 128, 256, 512],
+            "steady_epoch_time_s": [8.0, 4.2, 2.3, 1.35, 1.3, 1.25],
+        }
+    )
     p = scaling.batch_size_plateau(df)
     assert p["plateau_batch_size"] == 128
     assert p["min_time_s"] == 1.25
@@ -155,9 +160,13 @@ def test_batch_size_plateau():
 
 
 def test_tuning_table_orders_by_throughput():
-    runs = pd.DataFrame({"fusion_threshold_mb": [0, 64, 64, None],
-                         "cycle_time_ms": [1, 1, 1, None],
-                         "samples_per_s": [100.0, 150.0, 170.0, 120.0]})  # fmt: skip
+    runs = pd.DataFrame(
+        {
+            "fusion_threshold_mb": [0, 64, 64, None],
+            "cycle_time_ms": [1, 1, 1, None],
+            "samples_per_s": [100.0, 150.0, 170.0, 120.0],
+        }
+    )
     table = scaling.tuning_table(runs)
     assert table.iloc[0]["samples_per_s"] == 160
     assert table.iloc[0]["runs"] == 2
@@ -166,10 +175,14 @@ def test_tuning_table_orders_by_throughput():
 
 
 def test_scaling_groups_keep_like_with_like():
-    runs = pd.DataFrame({
-        "np": [1, 2, 1, 1, 2], "batch_size": [32, 32, 64, 128, 128],
-        "lr_scaling": ["none"] * 5, "fusion_threshold_mb": [None] * 5,
-    })  # fmt: skip
+    runs = pd.DataFrame(
+        {
+            "np": [1, 2, 1, 1, 2],
+            "batch_size": [32, 32, 64, 128, 128],
+            "lr_scaling": ["none"] * 5,
+            "fusion_threshold_mb": [None] * 5,
+        }
+    )
     groups = scaling.scaling_groups(runs)
     assert [sorted(g["np"]) for _, g in groups] == [[1, 2], [1, 2]]
     assert {k["batch_size"] for k, _ in groups} == {32, 128}

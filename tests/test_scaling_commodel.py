@@ -47,8 +47,9 @@ def test_fit_with_noise_and_several_n():
 def test_fit_constrains_coefficients_and_rejects_degenerate_input():
     # durations falling with size (timer noise): beta would be negative, so it is clipped to
     # 0 and alpha refitted alone: the mean of t / (2 (N-1))
-    flat = pd.DataFrame({"np": [2] * 4, "bytes": [10, 100, 1000, 10000],
-                         "dur_us": [50.0, 50.0, 49.9, 49.0]})  # fmt: skip
+    flat = pd.DataFrame(
+        {"np": [2] * 4, "bytes": [10, 100, 1000, 10000], "dur_us": [50.0, 50.0, 49.9, 49.0]}
+    )
     fit = commodel.fit_alpha_beta(flat)
     assert fit["beta_ns_per_byte"] == 0
     assert fit["bandwidth_bytes_per_s"] == float("inf")
@@ -65,9 +66,13 @@ def test_fit_constrains_coefficients_and_rejects_degenerate_input():
 def test_predict_scaling_and_compare():
     fit = {"alpha_us": 50.0, "bandwidth_bytes_per_s": 1e9}
     pred = commodel.predict_scaling(
-        fit, compute_time_s=0.01, bytes_per_step=4e6, allreduces_per_step=2, batch_size=32,
+        fit,
+        compute_time_s=0.01,
+        bytes_per_step=4e6,
+        allreduces_per_step=2,
+        batch_size=32,
         nps=[1, 2, 4, 8],
-    )  # fmt: skip
+    )
     p = pred.set_index("np")
     assert p.loc[1, "speedup"] == 1 and p.loc[1, "comm_time_s"] == 0
     expected_comm = 2 * commodel.ring_allreduce_time_s(2, 2e6, 50e-6, 1e9)
@@ -75,17 +80,23 @@ def test_predict_scaling_and_compare():
     assert p.loc[2, "speedup"] == pytest.approx(2 * 0.01 / (0.01 + expected_comm))
     assert p["efficiency"].is_monotonic_decreasing
     hidden = commodel.predict_scaling(
-        fit, compute_time_s=0.01, bytes_per_step=4e6, allreduces_per_step=2, batch_size=32,
-        nps=[2], overlap=1.0,
-    )  # fmt: skip
+        fit,
+        compute_time_s=0.01,
+        bytes_per_step=4e6,
+        allreduces_per_step=2,
+        batch_size=32,
+        nps=[2],
+        overlap=1.0,
+    )
     assert hidden["speedup"].iloc[0] == pytest.approx(2)
     measured = pd.DataFrame({"np": [1, 2], "speedup_throughput": [1.0, 1.5]})
     cmp = commodel.compare_prediction(pred, measured).set_index("np")
     assert cmp.loc[2, "error"] == pytest.approx(p.loc[2, "speedup"] / 1.5 - 1)
     assert np.isnan(cmp.loc[8, "speedup_measured"])
     with pytest.raises(ValueError, match="compute_time_s > 0"):
-        commodel.predict_scaling(fit, compute_time_s=0, bytes_per_step=1, allreduces_per_step=1,
-                                 batch_size=1)  # fmt: skip
+        commodel.predict_scaling(
+            fit, compute_time_s=0, bytes_per_step=1, allreduces_per_step=1, batch_size=1
+        )
 
 
 def _spans():
@@ -102,8 +113,9 @@ def _spans():
         ("bc", "op", "BROADCAST", 300, 400, None, None),
         ("bc", "activity", "GLOO_BCAST", 310, 390, None, None),
     ]
-    return pd.DataFrame(rows, columns=["tensor", "kind", "name", "start_us", "end_us",
-                                       "dtype", "shape"])  # fmt: skip
+    return pd.DataFrame(
+        rows, columns=["tensor", "kind", "name", "start_us", "end_us", "dtype", "shape"]
+    )
 
 
 def test_allreduce_ops_merge_fused_tensors():
@@ -157,13 +169,16 @@ def _model_spans():
     rows, start = [], 0
     for i, nbytes in enumerate(SIZES):
         dur = round(1e6 * (2 * ALPHA_S + nbytes / BANDWIDTH))
-        rows.append((f"g{i}", "op", "ALLREDUCE", start, start + dur + 10, "float32",
-                     f"[{nbytes // 4}]"))  # fmt: skip
-        rows.append((f"g{i}", "activity", "GLOO_ALLREDUCE", start + 5, start + 5 + dur, None,
-                     None))  # fmt: skip
+        rows.append(
+            (f"g{i}", "op", "ALLREDUCE", start, start + dur + 10, "float32", f"[{nbytes // 4}]")
+        )
+        rows.append(
+            (f"g{i}", "activity", "GLOO_ALLREDUCE", start + 5, start + 5 + dur, None, None)
+        )
         start += dur + 100
-    return pd.DataFrame(rows, columns=["tensor", "kind", "name", "start_us", "end_us",
-                                       "dtype", "shape"])  # fmt: skip
+    return pd.DataFrame(
+        rows, columns=["tensor", "kind", "name", "start_us", "end_us", "dtype", "shape"]
+    )
 
 
 def _model_runs():
@@ -171,13 +186,34 @@ def _model_runs():
     and a tuned np=2 run listed first, which the model must not start from."""
     base = {"dataset": "mnist", "batch_size": 32, "steps": 2.0, "epochs_done": 1}
     rows = [
-        base | {"run": "a-tuned", "np": 2, "fusion_threshold_mb": 0.0, "cycle_time_ms": 1.0,
-                "steady_epoch_time_s": 0.3, "samples_per_s": 500.0},
-        base | {"run": "b-np1", "np": 1, "fusion_threshold_mb": None, "cycle_time_ms": None,
-                "steady_epoch_time_s": 0.08, "samples_per_s": 1000.0},
-        base | {"run": "c-np2", "np": 2, "fusion_threshold_mb": None, "cycle_time_ms": None,
-                "steady_epoch_time_s": 0.1, "samples_per_s": 1600.0},
-    ]  # fmt: skip
+        base
+        | {
+            "run": "a-tuned",
+            "np": 2,
+            "fusion_threshold_mb": 0.0,
+            "cycle_time_ms": 1.0,
+            "steady_epoch_time_s": 0.3,
+            "samples_per_s": 500.0,
+        },
+        base
+        | {
+            "run": "b-np1",
+            "np": 1,
+            "fusion_threshold_mb": None,
+            "cycle_time_ms": None,
+            "steady_epoch_time_s": 0.08,
+            "samples_per_s": 1000.0,
+        },
+        base
+        | {
+            "run": "c-np2",
+            "np": 2,
+            "fusion_threshold_mb": None,
+            "cycle_time_ms": None,
+            "steady_epoch_time_s": 0.1,
+            "samples_per_s": 1600.0,
+        },
+    ]
     return pd.DataFrame(rows)
 
 

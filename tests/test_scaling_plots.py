@@ -48,9 +48,13 @@ def test_speedup_efficiency_and_epoch_plots(seed000_logs):
 
 def test_epoch_times_one_line_per_run():
     epochs = pd.DataFrame(
-        {"run": ["b-np2", "b-np2", "a-np2", "a-np2"], "np": [2] * 4, "epoch": [1, 2, 1, 2],
-         "train_time_s": [9.0, 1.0, 3.0, 2.0]}
-    )  # fmt: skip
+        {
+            "run": ["b-np2", "b-np2", "a-np2", "a-np2"],
+            "np": [2] * 4,
+            "epoch": [1, 2, 1, 2],
+            "train_time_s": [9.0, 1.0, 3.0, 2.0],
+        }
+    )
     ax = plot_scaling.plot_epoch_times(epochs, by="run")
     # two runs with the same np stay two lines (by np they would be pooled into one median),
     # in the order the runs come, labelled by name
@@ -67,17 +71,24 @@ def _legend_right_of_axes(ax) -> bool:
 
 
 def test_legends_never_cover_curves():
-    table = pd.DataFrame({"np": [1, 2, 4, 8], "total_time_s": [10, 6, 4, 3],
-                          "train_time_s": [8, 4.4, 2.5, 1.6]})  # fmt: skip
+    table = pd.DataFrame(
+        {"np": [1, 2, 4, 8], "total_time_s": [10, 6, 4, 3], "train_time_s": [8, 4.4, 2.5, 1.6]}
+    )
     table = scaling.speedup_table(table)
     assert _legend_right_of_axes(plot_scaling.plot_speedup(table))
     assert _legend_right_of_axes(plot_scaling.plot_efficiency(table))
-    epochs = pd.DataFrame({
-        "run": ["a"] * 2 + ["b"] * 2, "epoch": [1, 2] * 2, "elapsed_s": [1, 2, 0.5, 1],
-        "test_accuracy": [0.5, 0.8, 0.3, 0.4], "train_accuracy": [0.6, 0.9, 0.3, 0.5],
-        "global_batch_size": [32, 32, 512, 512], "lr_scaling": ["none"] * 2 + ["linear"] * 2,
-        "warmup_epochs": [0, 0, 1, 1],
-    })  # fmt: skip
+    epochs = pd.DataFrame(
+        {
+            "run": ["a"] * 2 + ["b"] * 2,
+            "epoch": [1, 2] * 2,
+            "elapsed_s": [1, 2, 0.5, 1],
+            "test_accuracy": [0.5, 0.8, 0.3, 0.4],
+            "train_accuracy": [0.6, 0.9, 0.3, 0.5],
+            "global_batch_size": [32, 32, 512, 512],
+            "lr_scaling": ["none"] * 2 + ["linear"] * 2,
+            "warmup_epochs": [0, 0, 1, 1],
+        }
+    )
     assert _legend_right_of_axes(plot_lr.plot_accuracy_curves(epochs))
     assert plot_lr.plot_accuracy_curves(epochs, legend=False).get_legend() is None
     gap = plot_lr.plot_train_test_gap(lr.train_test_gap(epochs))
@@ -100,8 +111,9 @@ def test_batch_size_plot_says_what_the_data_shows():
 
 
 def test_batch_sync_comm_tuning_plots():
-    sync = scaling.sync_overhead(pd.DataFrame({"np": [1, 2], "steps": [10, 5],
-                                               "steady_epoch_time_s": [1.0, 0.6]}))  # fmt: skip
+    sync = scaling.sync_overhead(
+        pd.DataFrame({"np": [1, 2], "steps": [10, 5], "steady_epoch_time_s": [1.0, 0.6]})
+    )
     ax = plot_scaling.plot_sync(sync)
     # step time np=1: 1.0 s / 10 steps = 100 ms; np=2: 0.6 s / 5 = 120 ms -> 20 ms of sync per
     # step at np=2 (0 at np=1), x 5 steps = 0.1 s per epoch
@@ -119,8 +131,9 @@ def test_batch_sync_comm_tuning_plots():
     fit = commodel.fit_alpha_beta(ops)
     ax = plot_scaling.plot_comm_fit(ops, fit)
     assert "alpha = 20.0 us" in ax.get_title()
-    pred = commodel.predict_scaling(fit, compute_time_s=0.01, bytes_per_step=1e6,
-                                    allreduces_per_step=1, batch_size=32)  # fmt: skip
+    pred = commodel.predict_scaling(
+        fit, compute_time_s=0.01, bytes_per_step=1e6, allreduces_per_step=1, batch_size=32
+    )
     measured = pd.DataFrame({"np": [1, 2], "speedup_throughput": [1.0, 1.8]})
     ax = plot_scaling.plot_prediction(commodel.compare_prediction(pred, measured))
     ideal, model, meas = ax.get_lines()
@@ -157,19 +170,31 @@ def test_autotune_plots(tmp_path):
 
 
 def test_lr_plots():
-    epochs = pd.DataFrame({
-        "run": ["a"] * 2 + ["b"] * 2, "epoch": [1, 2] * 2, "elapsed_s": [1, 2, 0.5, 1],
-        "test_accuracy": [0.5, 0.8, 0.3, 0.4], "train_accuracy": [0.6, 0.9, 0.3, 0.5],
-        "global_batch_size": [32, 32, 512, 512], "lr_scaling": ["none"] * 2 + ["linear"] * 2,
-        "warmup_epochs": [0, 0, 1, 1],
-    })  # fmt: skip
+    epochs = pd.DataFrame(
+        {
+            "run": ["a"] * 2 + ["b"] * 2,
+            "epoch": [1, 2] * 2,
+            "elapsed_s": [1, 2, 0.5, 1],
+            "test_accuracy": [0.5, 0.8, 0.3, 0.4],
+            "train_accuracy": [0.6, 0.9, 0.3, 0.5],
+            "global_batch_size": [32, 32, 512, 512],
+            "lr_scaling": ["none"] * 2 + ["linear"] * 2,
+            "warmup_epochs": [0, 0, 1, 1],
+        }
+    )
     ax = plot_lr.plot_accuracy_curves(epochs, x="elapsed_s")
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "batch 32, lr none", "batch 512, lr linear + 1 ep warmup",
-    ]  # fmt: skip
+        "batch 32, lr none",
+        "batch 512, lr linear + 1 ep warmup",
+    ]
     assert ax.get_xlabel() == "training time (s)"
-    acc = pd.DataFrame({"global_batch_size": [32, 512], "final_test_accuracy": [0.9, 0.7],
-                        "best_test_accuracy": [0.9, 0.75]})  # fmt: skip
+    acc = pd.DataFrame(
+        {
+            "global_batch_size": [32, 512],
+            "final_test_accuracy": [0.9, 0.7],
+            "best_test_accuracy": [0.9, 0.75],
+        }
+    )
     ax = plot_lr.plot_accuracy_vs_batch(acc)
     final, best = ax.get_lines()
     assert final.get_ydata().tolist() == [0.9, 0.7] and best.get_ydata().tolist() == [0.9, 0.75]
@@ -184,5 +209,6 @@ def test_lr_plots():
     assert run_a.get_ydata().tolist() == pytest.approx([0.1, 0.1])
     assert run_b.get_ydata().tolist() == pytest.approx([0.0, 0.1])
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "batch 32, lr none", "batch 512, lr linear + 1 ep warmup",
-    ]  # fmt: skip
+        "batch 32, lr none",
+        "batch 512, lr linear + 1 ep warmup",
+    ]

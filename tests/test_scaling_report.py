@@ -52,8 +52,13 @@ def test_single_log_has_overhead_but_no_speedup(capsys):
 
 
 def test_sweep_folder_report(tmp_path, capsys, sweep_base, fake_launcher):
-    sweep.run_sweep(tmp_path, sweep_base, {"np": [1, 2], "batch_size": [16, 32, 64]},
-                    launcher=fake_launcher(), progress=False)  # fmt: skip
+    sweep.run_sweep(
+        tmp_path,
+        sweep_base,
+        {"np": [1, 2], "batch_size": [16, 32, 64]},
+        launcher=fake_launcher(),
+        progress=False,
+    )
     report = _json(capsys, tmp_path)
     assert report["kind"] == "runs"
     assert len(report["groups"]) == 3  # one np-1-vs-2 group per batch size

@@ -18,8 +18,11 @@ from workshop.launch import sweep
 def test_expand_grid_names_only_varying_keys(sweep_base):
     points = sweep.expand_grid(sweep_base, {"np": [1, 2], "batch_size": [32, 64], "lr": [0.01]})
     assert [name for name, _ in points] == [
-        "p00-np1-bs32", "p01-np1-bs64", "p02-np2-bs32", "p03-np2-bs64",
-    ]  # fmt: skip
+        "p00-np1-bs32",
+        "p01-np1-bs64",
+        "p02-np2-bs32",
+        "p03-np2-bs64",
+    ]
     assert points[3][1].np == 2 and points[3][1].batch_size == 64 and points[3][1].lr == 0.01
     with pytest.raises(ValueError, match="'batchsize' is not a run option"):
         sweep.expand_grid(sweep_base, {"batchsize": [1]})
@@ -51,8 +54,9 @@ def test_refused_sweep_starts_nothing(tmp_path, sweep_base, fake_launcher):
 def test_sweep_runs_resumes_and_records_failures(tmp_path, sweep_base, fake_launcher):
     grid = {"np": [1, 2], "batch_size": [32, 64]}
     fake = fake_launcher(fail={"p03-np2-bs64"})
-    summary = sweep.run_sweep(tmp_path, sweep_base, grid, launcher=fake, progress=False,
-                              command=["workshop", "sweep"])  # fmt: skip
+    summary = sweep.run_sweep(
+        tmp_path, sweep_base, grid, launcher=fake, progress=False, command=["workshop", "sweep"]
+    )
     assert fake.calls == ["p00-np1-bs32", "p01-np1-bs64", "p02-np2-bs32", "p03-np2-bs64"]
     assert summary["status"].tolist() == ["ok", "ok", "ok", "failed"]
     assert summary.loc[0, "final_test_accuracy"] == pytest.approx(0.75)
@@ -108,8 +112,9 @@ def test_second_grid_adds_points_to_the_same_folder(tmp_path, sweep_base, fake_l
     )
     large = dataclasses.replace(sweep_base, batch_size=256)
     fake = fake_launcher()
-    summary = sweep.run_sweep(tmp_path, large, {"lr_scaling": ["none", "linear"]},
-                              launcher=fake, progress=False)  # fmt: skip
+    summary = sweep.run_sweep(
+        tmp_path, large, {"lr_scaling": ["none", "linear"]}, launcher=fake, progress=False
+    )
     assert fake.calls == ["p00-lrnone", "p01-lrlinear"] and len(summary) == 2
     manifest = json.loads((tmp_path / "sweep.json").read_text())
     assert [p["name"] for p in manifest["points"]] == ["p00", "p00-lrnone", "p01-lrlinear"]

@@ -13,8 +13,23 @@ from workshop.io.sweep import read_sweep
 @pytest.mark.live
 def test_tiny_sweep_runs_and_resumes(tmp_path, capsys, cpu_lock, horovod_ready):
     out = tmp_path / "sweep"
-    argv = ["sweep", "--np", "1", "2", "--epochs", "1", "--steps-per-epoch", "3", "--quiet",
-            "--data", "subset", "--threads-per-rank", "1", "--out", str(out)]  # fmt: skip
+    argv = [
+        "sweep",
+        "--np",
+        "1",
+        "2",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "3",
+        "--quiet",
+        "--data",
+        "subset",
+        "--threads-per-rank",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "2 ran, 0 already done, 0 failed (this machine has" in text

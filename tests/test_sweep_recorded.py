@@ -14,11 +14,20 @@ from workshop.cli import main
 from workshop.io.sweep import read_manifest, read_sweep, run_dirs
 from workshop.paths import data_path
 
-SWEEPS = ["scaling-mnist", "batch-size-mnist", "lr-rules-mnist", "materials",
-          "fusion-tuning-mnist", "autotune-mnist",
-          # lesson 08's tuning sweeps (their findings: tests/test_tuning_recorded.py)
-          "fusion-mnist", "cycle-time-mnist", "cache-mnist", "compression-mnist",
-          "accumulation-mnist"]  # fmt: skip
+SWEEPS = [
+    "scaling-mnist",
+    "batch-size-mnist",
+    "lr-rules-mnist",
+    "materials",
+    "fusion-tuning-mnist",
+    "autotune-mnist",
+    # lesson 08's tuning sweeps (their findings: tests/test_tuning_recorded.py)
+    "fusion-mnist",
+    "cycle-time-mnist",
+    "cache-mnist",
+    "compression-mnist",
+    "accumulation-mnist",
+]
 
 
 @pytest.mark.parametrize("name", SWEEPS)

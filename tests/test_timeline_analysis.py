@@ -243,9 +243,16 @@ def test_a_ticked_negotiation_is_waiting_for_the_last_rank(name: str) -> None:
 def test_gradient_tensors_leave_the_metrics_out() -> None:
     torch, _ = load("tl-torch-gloo-np2")
     grads = A.gradient_tensors(torch.spans)
-    assert grads == ["allreduce.9.bias", "allreduce.9.weight", "allreduce.7.bias",
-                     "allreduce.7.weight", "allreduce.3.weight", "allreduce.3.bias",
-                     "allreduce.0.weight", "allreduce.0.bias"]  # fmt: skip
+    assert grads == [
+        "allreduce.9.bias",
+        "allreduce.9.weight",
+        "allreduce.7.bias",
+        "allreduce.7.weight",
+        "allreduce.3.weight",
+        "allreduce.3.bias",
+        "allreduce.0.weight",
+        "allreduce.0.bias",
+    ]
     tf, _ = load("tl-tf-mpi-np2-cycles")
     grads = A.gradient_tensors(tf.spans)
     assert len(grads) == 8 and all("DistributedGradientTape" in g for g in grads)
@@ -282,8 +289,9 @@ def test_allreduce_overlap_is_consistent(name: str) -> None:
 
 
 def test_compare_overlap_uses_cycle_marks_where_there_are_some() -> None:
-    table = A.compare_overlap({"marks": load("tl-torch-gloo-np2-cycles")[0],
-                               "plain": load("tl-torch-gloo-np2")[0]})  # fmt: skip
+    table = A.compare_overlap(
+        {"marks": load("tl-torch-gloo-np2-cycles")[0], "plain": load("tl-torch-gloo-np2")[0]}
+    )
     assert list(table.index) == ["marks", "plain"]
     assert (table["steps"] == 59).all()  # 60 steps, the first (cache misses) left out
     assert 0 < table.loc["marks", "in_backward_all_share"] < 1
@@ -316,17 +324,29 @@ def constructed_spans(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
     recs = []
     for i, (op, kind, name) in enumerate(rows):
         recs.append(
-            {"tensor": "t", "op": op, "kind": kind, "name": name, "start_us": i,
-             "end_us": i + 1, "dur_us": 1, "seq": i}
-        )  # fmt: skip
+            {
+                "tensor": "t",
+                "op": op,
+                "kind": kind,
+                "name": name,
+                "start_us": i,
+                "end_us": i + 1,
+                "dur_us": 1,
+                "seq": i,
+            }
+        )
     return pd.DataFrame(recs)
 
 
 def test_backend_rules_on_constructed_spans() -> None:
     gloo_alltoall = constructed_spans(
-        [("ALLREDUCE", "op", "ALLREDUCE"), ("ALLREDUCE", "activity", "GLOO_ALLREDUCE"),
-         ("ALLTOALL", "op", "ALLTOALL"), ("ALLTOALL", "activity", "MPI_ALLTOALL")]
-    )  # fmt: skip
+        [
+            ("ALLREDUCE", "op", "ALLREDUCE"),
+            ("ALLREDUCE", "activity", "GLOO_ALLREDUCE"),
+            ("ALLTOALL", "op", "ALLTOALL"),
+            ("ALLTOALL", "activity", "MPI_ALLTOALL"),
+        ]
+    )
     det = A.detect_backend(gloo_alltoall).set_index("op")
     assert det.loc["ALLTOALL", "library"] == "Gloo"
     assert "Gloo's alltoall" in det.loc["ALLTOALL", "note"]
@@ -336,14 +356,25 @@ def test_backend_rules_on_constructed_spans() -> None:
     assert A.detect_backend(only_alltoall)["library"].item() == "MPI or Gloo"
     hierarchical = constructed_spans(
         [("ALLREDUCE", "op", "ALLREDUCE")]
-        + [("ALLREDUCE", "activity", n) for n in ("NCCL_REDUCE", "MEMCPY_IN_HOST_BUFFER",
-           "MPI_ALLREDUCE", "MEMCPY_OUT_HOST_BUFFER", "NCCL_BCAST")]
-    )  # fmt: skip
+        + [
+            ("ALLREDUCE", "activity", n)
+            for n in (
+                "NCCL_REDUCE",
+                "MEMCPY_IN_HOST_BUFFER",
+                "MPI_ALLREDUCE",
+                "MEMCPY_OUT_HOST_BUFFER",
+                "NCCL_BCAST",
+            )
+        ]
+    )
     assert A.backend(hierarchical) == "NCCL+MPI (hierarchical)"
     nccl = constructed_spans(
-        [("ALLREDUCE", "op", "ALLREDUCE"), ("ALLREDUCE", "activity", "QUEUE"),
-         ("ALLREDUCE", "activity", "NCCL_ALLREDUCE")]
-    )  # fmt: skip
+        [
+            ("ALLREDUCE", "op", "ALLREDUCE"),
+            ("ALLREDUCE", "activity", "QUEUE"),
+            ("ALLREDUCE", "activity", "NCCL_ALLREDUCE"),
+        ]
+    )
     assert A.backend(nccl) == "NCCL"
     assert A.backend(constructed_spans([("ALLREDUCE", "op", "ALLREDUCE")])) == "unknown"
 

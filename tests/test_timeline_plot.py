@@ -81,8 +81,9 @@ def test_allreduce_overlap_draws_one_step(tl) -> None:
     assert len(ax.patches) == 2 * len(one)  # a negotiation and an allreduce bar per gradient
     assert sum(bool(p.get_hatch()) for p in bars) == one["in_backward_all"].sum()
     lines = sorted(line.get_xdata()[0] for line in ax.get_lines())
-    assert lines == pytest.approx(sorted([one["backward_end_us"].iloc[0] / 1e3,
-                                          one["all_backward_end_us"].iloc[0] / 1e3]))  # fmt: skip
+    assert lines == pytest.approx(
+        sorted([one["backward_end_us"].iloc[0] / 1e3, one["all_backward_end_us"].iloc[0] / 1e3])
+    )
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="no step 999"):
         P.plot_allreduce_overlap(ov, step=999)

@@ -35,10 +35,14 @@ def closed_spans(tl: Timeline) -> set:
     sp = tl.spans[tl.spans["closed"]]
     return set(
         zip(
-            sp["pid"], sp["name"].astype(str), sp["start_us"], sp["end_us"], sp["depth"],
+            sp["pid"],
+            sp["name"].astype(str),
+            sp["start_us"],
+            sp["end_us"],
+            sp["depth"],
             strict=True,
         )
-    )  # fmt: skip
+    )
 
 
 def read_or_format_error(data: bytes) -> tuple[Timeline | None, list[str]]:
@@ -53,9 +57,7 @@ def read_or_format_error(data: bytes) -> tuple[Timeline | None, list[str]]:
     return tl, [str(w.message) for w in caught]
 
 
-FAST = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)  # fmt: skip
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST

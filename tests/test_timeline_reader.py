@@ -75,9 +75,17 @@ def reference(events: list[dict]) -> dict:
             args = e.get("args", {})
             top = depth == 0 and not name.startswith("NEGOTIATE_")
             spans.append(
-                (bseq, e["pid"], name, ts, e["ts"], depth,
-                 args.get("dtype") if top else None, args.get("shape") if top else None)
-            )  # fmt: skip
+                (
+                    bseq,
+                    e["pid"],
+                    name,
+                    ts,
+                    e["ts"],
+                    depth,
+                    args.get("dtype") if top else None,
+                    args.get("shape") if top else None,
+                )
+            )
         elif ph == "X":
             ticks.append((seq, e["pid"], negotiations[e["pid"]], int(e["name"]), e["ts"]))
         elif ph == "i":
@@ -101,13 +109,17 @@ def spans_tuples(tl: Timeline) -> list[tuple]:
     sp = tl.spans[tl.spans["closed"]]
     return sorted(
         zip(
-            sp["seq"].tolist(), sp["pid"].tolist(), sp["name"].astype(str).tolist(),
-            sp["start_us"].tolist(), sp["end_us"].tolist(), sp["depth"].tolist(),
+            sp["seq"].tolist(),
+            sp["pid"].tolist(),
+            sp["name"].astype(str).tolist(),
+            sp["start_us"].tolist(),
+            sp["end_us"].tolist(),
+            sp["depth"].tolist(),
             [None if not isinstance(x, str) else x for x in sp["dtype"].astype(object)],
             [None if not isinstance(x, str) else x for x in sp["shape"].astype(object)],
             strict=True,
         )
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module", params=SAMPLES)
@@ -131,9 +143,15 @@ def test_recording_matches_json_reference(recording: tuple[str, Timeline, dict])
     assert tl.metadata["orphan_ends"] == ref["orphans"] == 0
     assert tl.metadata["unclosed"] == ref["unclosed"]
     got_ticks = list(
-        zip(tl.ticks["seq"], tl.ticks["pid"], tl.ticks["negotiation"], tl.ticks["rank"],
-            tl.ticks["ts_us"], strict=True)
-    )  # fmt: skip
+        zip(
+            tl.ticks["seq"],
+            tl.ticks["pid"],
+            tl.ticks["negotiation"],
+            tl.ticks["rank"],
+            tl.ticks["ts_us"],
+            strict=True,
+        )
+    )
     assert got_ticks == ref["ticks"]
     assert tl.cycles["start_us"].tolist() == sorted(ref["cycles"])
     assert (
@@ -147,9 +165,21 @@ def test_recording_columns_and_units(recording: tuple[str, Timeline, dict]) -> N
     _, tl, _ = recording
     sp = tl.spans
     assert list(sp.columns) == [
-        "tensor", "pid", "op", "kind", "name", "start_us", "end_us", "dur_us", "depth",
-        "closed", "dtype", "shape", "seq", "end_seq",
-    ]  # fmt: skip
+        "tensor",
+        "pid",
+        "op",
+        "kind",
+        "name",
+        "start_us",
+        "end_us",
+        "dur_us",
+        "depth",
+        "closed",
+        "dtype",
+        "shape",
+        "seq",
+        "end_seq",
+    ]
     assert (sp["dur_us"] == sp["end_us"] - sp["start_us"]).all()
     assert (sp["dur_us"] >= 0).all()
     assert set(sp["kind"].astype(str)) <= {"negotiate", "op", "activity"}

@@ -73,10 +73,12 @@ def test_negotiation_table_reads_the_negotiation_signature():
 
 
 def test_knob_effect_compares_ranges_of_repeats():
-    runs = pd.DataFrame({
-        "cache": [1024, 1024, 1024, 0, 0, 0, 7],
-        "rate": [100.0, 120.0, 80.0, 50.0, 60.0, 70.0, 130.0],
-    })  # fmt: skip
+    runs = pd.DataFrame(
+        {
+            "cache": [1024, 1024, 1024, 0, 0, 0, 7],
+            "rate": [100.0, 120.0, 80.0, 50.0, 60.0, 70.0, 130.0],
+        }
+    )
     effect = analysis.knob_effect(runs, "cache", "rate", 1024).set_index("cache")
     assert list(effect.index) == [1024, 0, 7]  # the baseline first
     assert effect.loc[1024, "median"] == 100 and effect.loc[1024, "runs"] == 3

@@ -37,8 +37,18 @@ def test_every_option_is_a_run_config_field_and_every_knob_an_option():
 
 def test_tuning_options_reach_horovodrun_and_the_training_program(tmp_path):
     args = build_parser().parse_args(
-        ["run", "--compression", "fp16", "--cache-capacity", "0",
-         "--backward-passes-per-step", "4", "--cycle-time-ms", "5"])  # fmt: skip
+        [
+            "run",
+            "--compression",
+            "fp16",
+            "--cache-capacity",
+            "0",
+            "--backward-passes-per-step",
+            "4",
+            "--cycle-time-ms",
+            "5",
+        ]
+    )
     config = config_from_args(args)
     assert (config.compression, config.cache_capacity, config.backward_passes_per_step) == (
         "fp16",
@@ -70,8 +80,9 @@ def test_defaults_leave_horovod_alone(tmp_path):
 
 
 def test_cluster_launcher_gets_the_variables(tmp_path):
-    config = RunConfig(np=4, cache_capacity=0, cycle_time_ms=2.5, compression="fp16",
-                       launcher="mpirun -n 4")  # fmt: skip
+    config = RunConfig(
+        np=4, cache_capacity=0, cycle_time_ms=2.5, compression="fp16", launcher="mpirun -n 4"
+    )
     argv, env = launch_command(config, tmp_path, "full")
     assert env["HOROVOD_CACHE_CAPACITY"] == "0" and env["HOROVOD_CYCLE_TIME"] == "2.5"
     exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
@@ -85,8 +96,14 @@ def test_variables_are_what_horovodrun_itself_sets(tmp_path, monkeypatch):
     from horovod.runner import launch as horovodrun
     from horovod.runner.common.util import config_parser
 
-    config = RunConfig(timeline=True, mark_cycles=True, fusion_threshold_mb=4,
-                       cycle_time_ms=5, cache_capacity=0, autotune=True)  # fmt: skip
+    config = RunConfig(
+        timeline=True,
+        mark_cycles=True,
+        fusion_threshold_mb=4,
+        cycle_time_ms=5,
+        cache_capacity=0,
+        autotune=True,
+    )
     flags = horovodrun_flags(config, tmp_path)
     monkeypatch.setattr(sys, "argv", ["horovodrun", "-np", "2", *flags, "python", "x.py"])
     env: dict[str, str] = {}
@@ -101,11 +118,13 @@ def test_variables_are_what_horovodrun_itself_sets(tmp_path, monkeypatch):
         (RunConfig(compression="int8"), "compression='int8' is not one of none, fp16"),
         (RunConfig(cache_capacity=-1), "cache_capacity must be >= 0"),
         (RunConfig(backward_passes_per_step=0), "backward_passes_per_step must be >= 1"),
-        (RunConfig(framework="tensorflow", backward_passes_per_step=2),
-         "needs --framework torch: Horovod 0.28.1's DistributedGradientTape"),
+        (
+            RunConfig(framework="tensorflow", backward_passes_per_step=2),
+            "needs --framework torch: Horovod 0.28.1's DistributedGradientTape",
+        ),
         (RunConfig(fusion_threshold_mb=0.5), "horovodrun's --fusion-threshold-mb takes whole MB"),
     ],
-)  # fmt: skip
+)
 def test_bad_tuning_options_are_named(config, message):
     with pytest.raises(ValueError, match=message):
         config.validate()
@@ -146,22 +165,59 @@ def test_sweep_grid_takes_several_values():
 def test_jobscript_passes_tuning_options_only_when_given():
     from workshop.commands.jobscript import spec_from_args
 
-    common = ["jobscript", "--system", "slurm", "--gpus-per-node", "0", "--ranks-per-node", "2",
-              "--python", "/p/python", "--out", "/p/runs"]  # fmt: skip
+    common = [
+        "jobscript",
+        "--system",
+        "slurm",
+        "--gpus-per-node",
+        "0",
+        "--ranks-per-node",
+        "2",
+        "--python",
+        "/p/python",
+        "--out",
+        "/p/runs",
+    ]
     plain = spec_from_args(build_parser().parse_args(common)).run_options
     assert not {"--compression", "--cache-capacity", "--backward-passes-per-step"} & set(plain)
-    tuned = spec_from_args(build_parser().parse_args(
-        [*common, "--compression", "fp16", "--backward-passes-per-step", "2",
-         "--cache-capacity", "0"])).run_options  # fmt: skip
+    tuned = spec_from_args(
+        build_parser().parse_args(
+            [
+                *common,
+                "--compression",
+                "fp16",
+                "--backward-passes-per-step",
+                "2",
+                "--cache-capacity",
+                "0",
+            ]
+        )
+    ).run_options
     assert _value(tuned, "--compression") == "fp16"
     assert _value(tuned, "--backward-passes-per-step") == "2"
     assert _value(tuned, "--cache-capacity") == "0"
 
 
 def _live_run(tmp_path, *options: str) -> dict:
-    argv = ["run", "-np", "2", "--epochs", "1", "--steps-per-epoch", "4", "--data", "subset",
-            "--threads-per-rank", "1", "--quiet", "--out", str(tmp_path), "--name", "r",
-            *options]  # fmt: skip
+    argv = [
+        "run",
+        "-np",
+        "2",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "4",
+        "--data",
+        "subset",
+        "--threads-per-rank",
+        "1",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "r",
+        *options,
+    ]
     assert main(argv) == 0
     return json.loads((tmp_path / "r" / "run.json").read_text())
 

@@ -15,9 +15,17 @@ import sys
 from collections.abc import Sequence
 
 COMMAND_MODULES = [
-    "doctor", "run", "sweep", "timeline", "mpi", "scaling", "jobscript", "profiler", "check",
+    "doctor",
+    "run",
+    "sweep",
+    "timeline",
+    "mpi",
+    "scaling",
+    "jobscript",
+    "profiler",
+    "check",
     "parallelism",
-]  # fmt: skip
+]
 
 
 def build_parser(commands: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:

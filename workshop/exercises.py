@@ -86,8 +86,9 @@ def _describe(expected, rel_tol: float, abs_tol: float) -> str:
     return text
 
 
-def check(exercise: str, answer, *, expected, rel_tol: float = 0.0, abs_tol: float = 0.0,
-          hint: str = "") -> Verdict:
+def check(
+    exercise: str, answer, *, expected, rel_tol: float = 0.0, abs_tol: float = 0.0, hint: str = ""
+) -> Verdict:
     """Say whether ``answer`` matches ``expected`` and print the verdict.
 
     Numbers match within ``rel_tol`` / ``abs_tol`` (``math.isclose``); strings match ignoring
@@ -115,8 +116,9 @@ def check(exercise: str, answer, *, expected, rel_tol: float = 0.0, abs_tol: flo
     True
     """
     if answer is None:
-        verdict = Verdict(exercise, None,
-                          f"[{exercise}] no answer yet: fill in your value, run the cell again.")
+        verdict = Verdict(
+            exercise, None, f"[{exercise}] no answer yet: fill in your value, run the cell again."
+        )
     elif _matches(answer, expected, rel_tol, abs_tol):
         verdict = Verdict(exercise, True, f"[{exercise}] right: {_describe(expected, 0, 0)}.")
     else:
@@ -131,8 +133,7 @@ def check(exercise: str, answer, *, expected, rel_tol: float = 0.0, abs_tol: flo
         _RESULTS[exercise] = _RESULTS.get(exercise, False) or verdict.ok
     print(verdict.message)
     if verdict.ok is False and _strict():
-        raise ExerciseError(
-            f"{verdict.message} Expected {_describe(expected, rel_tol, abs_tol)}.")
+        raise ExerciseError(f"{verdict.message} Expected {_describe(expected, rel_tol, abs_tol)}.")
     return verdict
 
 

@@ -34,8 +34,9 @@ def _descendants_rss(root: psutil.Process) -> int:
     return total
 
 
-def execute(notebook: Path, output: Path, parameters: dict, cwd: Path | None = None
-            ) -> NotebookRun:
+def execute(
+    notebook: Path, output: Path, parameters: dict, cwd: Path | None = None
+) -> NotebookRun:
     """Execute ``notebook`` into ``output`` with papermill, sampling the memory of this process
     and its children (the kernel) every 50 ms; returns time and the peak of kernel + children."""
     import papermill
@@ -59,9 +60,13 @@ def execute(notebook: Path, output: Path, parameters: dict, cwd: Path | None = N
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
-            str(notebook), str(output), parameters=parameters, kernel_name="python3",
-            cwd=str(cwd or notebook.parent), progress_bar=False,
-        )  # fmt: skip
+            str(notebook),
+            str(output),
+            parameters=parameters,
+            kernel_name="python3",
+            cwd=str(cwd or notebook.parent),
+            progress_bar=False,
+        )
     finally:
         done.set()
         sampler.join()

@@ -69,10 +69,12 @@ def run_or_recording(run_dir: str | os.PathLike, recording: str, *, need: str = 
     if not source.is_dir():
         raise FileNotFoundError(
             f"RUN_DIR {str(source)!r} is not a folder (from {Path.cwd()}); give a run "
-            f"directory written by `workshop run`, or RUN_DIR = \"\" for {recording!r}")
+            f'directory written by `workshop run`, or RUN_DIR = "" for {recording!r}'
+        )
     if need and not any(source.glob(need)):
         raise FileNotFoundError(
             f"RUN_DIR {str(source)!r} has no {need!r}: this notebook reads that file "
-            f"(e.g. the recording {recording!r} has it)")
+            f"(e.g. the recording {recording!r} has it)"
+        )
     print(f"analysing your run directory {source}")
     return source

@@ -38,9 +38,18 @@ from workshop.rules import ring_allreduce_time_s
 
 COLLECTIVES = ("GLOO_ALLREDUCE", "MPI_ALLREDUCE", "NCCL_ALLREDUCE", "CCL_ALLREDUCE")
 DTYPE_BYTES = {
-    "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8,
-    "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1,
-}  # fmt: skip
+    "uint8": 1,
+    "int8": 1,
+    "uint16": 2,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "bool": 1,
+}
 
 
 def _shape_elements(shape: str) -> int:
@@ -400,8 +409,17 @@ def comm_model_vs_measurement(
             np >= 2, or the fit or the prediction fails (the message says why); always, when
             ``runs`` lacks a column this pipeline reads.
     """
-    needed = ["run", "np", "steps", "epochs_done", "steady_epoch_time_s", "batch_size",
-              "dataset", "fusion_threshold_mb", "cycle_time_ms"]  # fmt: skip
+    needed = [
+        "run",
+        "np",
+        "steps",
+        "epochs_done",
+        "steady_epoch_time_s",
+        "batch_size",
+        "dataset",
+        "fusion_threshold_mb",
+        "cycle_time_ms",
+    ]
     require_columns(runs, needed, "comm_model_vs_measurement", frame="runs")
     ops_by_run = {}
     for row in runs.itertuples():
@@ -430,10 +448,13 @@ def comm_model_vs_measurement(
     ref = (default if len(default) else candidates).iloc[0]
     try:
         prediction, inputs = predict_from_run(
-            fit, ops_by_run[ref["run"]], steps=int(ref["steps"] * ref["epochs_done"]),
+            fit,
+            ops_by_run[ref["run"]],
+            steps=int(ref["steps"] * ref["epochs_done"]),
             step_time_s=ref["steady_epoch_time_s"] / ref["steps"],
-            batch_size=int(ref["batch_size"]), nps=nps,
-        )  # fmt: skip
+            batch_size=int(ref["batch_size"]),
+            nps=nps,
+        )
     except ValueError as exc:
         if strict:
             raise
@@ -443,14 +464,22 @@ def comm_model_vs_measurement(
         if all(key[k] == (None if pd.isna(ref[k]) else ref[k]) for k in _SAME_WORK if k in key):
             measured = speedup_table(group)
             break
-    out |= {"run": ref["run"], "inputs": inputs, "prediction": prediction,
-            "measured": measured, "comparison": None}  # fmt: skip
+    out |= {
+        "run": ref["run"],
+        "inputs": inputs,
+        "prediction": prediction,
+        "measured": measured,
+        "comparison": None,
+    }
     if measured is None:
         return out
     out["comparison"] = compare_prediction(prediction, measured)
-    alone = runs[(runs["np"] == 1) & _default_knobs(runs)
-                 & (runs["batch_size"] == ref["batch_size"])
-                 & (runs["dataset"] == ref["dataset"])]  # fmt: skip
+    alone = runs[
+        (runs["np"] == 1)
+        & _default_knobs(runs)
+        & (runs["batch_size"] == ref["batch_size"])
+        & (runs["dataset"] == ref["dataset"])
+    ]
     if len(alone):
         step_1 = float((alone["steady_epoch_time_s"] / alone["steps"]).median())
         inputs["np1_step_time_s"] = step_1

@@ -488,9 +488,12 @@ def comm_vs_training(
         ValueError: ``metrics`` lacks ``train_time_s`` or ``steps``, or has no steps.
     """
     require_columns(
-        metrics, ("train_time_s", "steps"), "comm_vs_training", frame="metrics",
+        metrics,
+        ("train_time_s", "steps"),
+        "comm_vs_training",
+        frame="metrics",
         hint="pass workshop.io.read_metrics(run_dir)",
-    )  # fmt: skip
+    )
     steps = int(metrics["steps"].sum())
     if steps <= 0:
         raise ValueError("the metrics hold no training steps")

@@ -536,10 +536,21 @@ def scaling_findings(
 
 
 GROUP_KEYS = (
-    "framework", "dataset", "controller", "batch_size", "base_batch_size", "lr", "lr_scaling",
-    "warmup_epochs", "steps_per_epoch", "epochs", "fusion_threshold_mb", "cycle_time_ms",
-    "autotune", "timeline",
-)  # fmt: skip
+    "framework",
+    "dataset",
+    "controller",
+    "batch_size",
+    "base_batch_size",
+    "lr",
+    "lr_scaling",
+    "warmup_epochs",
+    "steps_per_epoch",
+    "epochs",
+    "fusion_threshold_mb",
+    "cycle_time_ms",
+    "autotune",
+    "timeline",
+)
 
 
 def scaling_groups(runs: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:

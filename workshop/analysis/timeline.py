@@ -76,9 +76,12 @@ def _need(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{what} must be a DataFrame (Timeline.{what}), got {type(df).__name__}")
     require_columns(
-        df, columns, "workshop.analysis.timeline", frame=what,
+        df,
+        columns,
+        "workshop.analysis.timeline",
+        frame=what,
         hint=f"pass Timeline.{what} from workshop.io.read_timeline",
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,12 +131,12 @@ def breakdown(spans: pd.DataFrame, by: str = "op") -> pd.DataFrame:
         }
     )
     parts.append(other)
-    out = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(
-        len(p) for p in parts
-    ) else pd.DataFrame(columns=["group", "phase", "count", "total_us", "kind"])  # fmt: skip
-    denom = neg.groupby("group", observed=True)["dur_us"].sum().add(
-        op_total["sum"], fill_value=0
-    )  # fmt: skip
+    out = (
+        pd.concat([p for p in parts if len(p)], ignore_index=True)
+        if any(len(p) for p in parts)
+        else pd.DataFrame(columns=["group", "phase", "count", "total_us", "kind"])
+    )
+    denom = neg.groupby("group", observed=True)["dur_us"].sum().add(op_total["sum"], fill_value=0)
     out["total_us"] = out["total_us"].astype(np.int64)
     out["count"] = out["count"].astype(np.int64)
     out["mean_us"] = out["total_us"] / out["count"].where(out["count"] > 0)
@@ -159,9 +162,9 @@ def negotiation_share(spans: pd.DataFrame) -> pd.DataFrame:
     _need(spans, SPAN_COLUMNS, "spans")
     kind = spans["kind"].astype(str)
     op = spans["op"].astype(str)
-    neg = spans[kind == "negotiate"].groupby(op[kind == "negotiate"])["dur_us"].agg(
-        ["count", "sum"]
-    )  # fmt: skip
+    neg = (
+        spans[kind == "negotiate"].groupby(op[kind == "negotiate"])["dur_us"].agg(["count", "sum"])
+    )
     pro = spans[kind == "op"].groupby(op[kind == "op"])["dur_us"].agg(["count", "sum"])
     out = pd.DataFrame(
         {
@@ -657,9 +660,18 @@ def gradient_tensors(spans: pd.DataFrame) -> list[str]:
 
 
 OVERLAP_COLUMNS = [
-    "step", "tensor", "group", "step_start_us", "ready_us", "all_ready_us", "op_start_us",
-    "op_end_us", "backward_end_us", "all_backward_end_us", "overlap_us",
-]  # fmt: skip
+    "step",
+    "tensor",
+    "group",
+    "step_start_us",
+    "ready_us",
+    "all_ready_us",
+    "op_start_us",
+    "op_end_us",
+    "backward_end_us",
+    "all_backward_end_us",
+    "overlap_us",
+]
 
 
 def allreduce_overlap(
@@ -730,8 +742,9 @@ def allreduce_overlap(
     ops["step"] = ops.groupby("tensor").cumcount()
     df = neg[["tensor", "step", "start_us", "end_us"]].merge(
         ops[["tensor", "step", "group", "start_us", "end_us"]],
-        on=["tensor", "step"], suffixes=("_neg", "_op"),
-    )  # fmt: skip
+        on=["tensor", "step"],
+        suffixes=("_neg", "_op"),
+    )
     complete = df.groupby("step")["tensor"].transform("nunique") == len(grads)
     df = df[complete]
     if df.empty:
@@ -787,9 +800,12 @@ def overlap_by_step(overlap: pd.DataFrame) -> pd.DataFrame:
         overlap_us=("overlap_us", "max"),
         backward_end_us=("backward_end_us", "first"),
         all_backward_end_us=("all_backward_end_us", "first"),
-        **({"in_all": ("in_backward_all", "all"), "in_some": ("in_backward_some", "all")}
-           if cycles else {}),
-    )  # fmt: skip
+        **(
+            {"in_all": ("in_backward_all", "all"), "in_some": ("in_backward_some", "all")}
+            if cycles
+            else {}
+        ),
+    )
     ops["op_us"] = ops["op_end_us"] - ops["op_start_us"]
     g = ops.groupby(level="step")
     out = pd.DataFrame(
@@ -833,8 +849,7 @@ def compare_overlap(timelines: dict[str, Timeline], *, skip_steps: int = 1) -> p
         steps = overlap_by_step(allreduce_overlap(tl.spans, cycles=cycles))
         steps = steps[steps["step"] >= skip_steps]
         row = {"steps": len(steps), "step_us": float(step_starts(tl.spans)["dur_us"].median())}
-        for col in ("ops", "backward_end_us", "all_backward_end_us", "first_op_start_us",
-                    "op_us"):  # fmt: skip
+        for col in ("ops", "backward_end_us", "all_backward_end_us", "first_op_start_us", "op_us"):
             row["ops_per_step" if col == "ops" else col] = float(steps[col].median())
         row["overlap_share"] = float(steps["overlap_us"].sum() / steps["op_us"].sum())
         for col in ("in_backward_all", "in_backward_some"):

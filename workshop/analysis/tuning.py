@@ -70,21 +70,23 @@ def comm_table(
         ticks = timeline.ticks
         ticks = ticks[ticks["tensor"].astype(str).isin(set(spans["tensor"].astype(str)))]
         count = max(len(steps), 1)
-        rows.append({
-            "run": run,
-            "steps": len(steps),
-            "gradient_tensors": len(op_spans),
-            "allreduce_ops": len(ops),
-            "bytes": float(ops["bytes"].sum()),
-            "gradient_dtypes": ";".join(sorted(set(op_spans["dtype"].dropna().astype(str)))),
-            "ticks": len(ticks),
-            "tensors_per_step": len(op_spans) / count,
-            "ops_per_step": len(ops) / count,
-            "bytes_per_step": float(ops["bytes"].sum()) / count,
-            "ticks_per_step": len(ticks) / count,
-            "tensors_per_op": len(op_spans) / len(ops) if len(ops) else math.nan,
-            "step_time_ms": float(steps["dur_us"].median()) / 1e3 if len(steps) else math.nan,
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": run,
+                "steps": len(steps),
+                "gradient_tensors": len(op_spans),
+                "allreduce_ops": len(ops),
+                "bytes": float(ops["bytes"].sum()),
+                "gradient_dtypes": ";".join(sorted(set(op_spans["dtype"].dropna().astype(str)))),
+                "ticks": len(ticks),
+                "tensors_per_step": len(op_spans) / count,
+                "ops_per_step": len(ops) / count,
+                "bytes_per_step": float(ops["bytes"].sum()) / count,
+                "ticks_per_step": len(ticks) / count,
+                "tensors_per_op": len(op_spans) / len(ops) if len(ops) else math.nan,
+                "step_time_ms": float(steps["dur_us"].median()) / 1e3 if len(steps) else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -131,21 +133,24 @@ def negotiation_table(profiles: Mapping[str, object], rank: int = 0) -> pd.DataF
         rounds = max(bitvector, int(calls.get("MPI_Gather", 0)))
         tasks = profile.tasks[profile.tasks["taskid"] == rank]
         elapsed = float(tasks["elapsed_s"].iloc[0]) if len(tasks) else math.nan
-        rows.append({
-            "run": run,
-            "bitvector_allreduces": bitvector,
-            "gathers": int(calls.get("MPI_Gather", 0)),
-            "gathervs": int(calls.get("MPI_Gatherv", 0)),
-            "bcasts": int(calls.get("MPI_Bcast", 0)),
-            "negotiation_time_s": float(words["time_s"].sum())
-            + float(seconds.get("MPI_Gather", 0.0)) + float(seconds.get("MPI_Gatherv", 0.0)),
-            "gradient_allreduces": int(signature.get("large_calls", 0)),
-            "gradient_bytes": float(signature.get("large_bytes", 0.0)),
-            "comm_time_s": float(table["time_s"].sum()),
-            "elapsed_s": elapsed,
-            "negotiation_rounds": rounds,
-            "rounds_per_s": rounds / elapsed if elapsed > 0 else math.nan,
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": run,
+                "bitvector_allreduces": bitvector,
+                "gathers": int(calls.get("MPI_Gather", 0)),
+                "gathervs": int(calls.get("MPI_Gatherv", 0)),
+                "bcasts": int(calls.get("MPI_Bcast", 0)),
+                "negotiation_time_s": float(words["time_s"].sum())
+                + float(seconds.get("MPI_Gather", 0.0))
+                + float(seconds.get("MPI_Gatherv", 0.0)),
+                "gradient_allreduces": int(signature.get("large_calls", 0)),
+                "gradient_bytes": float(signature.get("large_bytes", 0.0)),
+                "comm_time_s": float(table["time_s"].sum()),
+                "elapsed_s": elapsed,
+                "negotiation_rounds": rounds,
+                "rounds_per_s": rounds / elapsed if elapsed > 0 else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -211,8 +216,11 @@ def autotune_summary(autotune: pd.DataFrame) -> dict:
     Raises:
         ValueError: if the log has no scored sample.
     """
-    _need(autotune, ["score_bytes_per_us", "cycle_time_ms", "fusion_threshold_mb",
-                     "final_best"], "autotune_summary")  # fmt: skip
+    _need(
+        autotune,
+        ["score_bytes_per_us", "cycle_time_ms", "fusion_threshold_mb", "final_best"],
+        "autotune_summary",
+    )
     samples = autotune[~autotune["final_best"]]
     if samples.empty:
         raise ValueError("autotune_summary: the autotune log has no scored sample")
@@ -220,8 +228,9 @@ def autotune_summary(autotune: pd.DataFrame) -> dict:
     best = samples.loc[score.idxmax()]
     return {
         "samples": len(samples),
-        "settings": int(samples[["cycle_time_ms", "fusion_threshold_mb"]].drop_duplicates()
-                        .shape[0]),
+        "settings": int(
+            samples[["cycle_time_ms", "fusion_threshold_mb"]].drop_duplicates().shape[0]
+        ),
         "finished": bool(autotune["final_best"].any()),
         "best_cycle_time_ms": float(best["cycle_time_ms"]),
         "best_fusion_threshold_mb": float(best["fusion_threshold_mb"]),
@@ -232,4 +241,4 @@ def autotune_summary(autotune: pd.DataFrame) -> dict:
         "gain_vs_first": float(best["score_bytes_per_us"] / score.iloc[0]),
         "gain_vs_median": float(best["score_bytes_per_us"] / score.median()),
         "best_sample": int(best["sample"]) if "sample" in samples else int(score.idxmax()),
-    }  # fmt: skip
+    }

@@ -86,6 +86,10 @@ class Report:
     def __str__(self) -> str:
         return self.text()
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        """In IPython / Jupyter, a report shown as a cell's value prints as its table."""
+        printer.text(self.text())
+
 
 def find_horovodrun() -> str:
     """horovodrun next to this Python (the same environment) first, then on PATH."""
@@ -103,7 +107,8 @@ def find_horovodrun() -> str:
 
 def rank_command(horovodrun: str, np: int, out: Path, script: Path, args, probe: bool) -> list:
     """The horovodrun command that runs ``script`` under the observing runner on every rank."""
-    runner = [sys.executable, "-m", "workshop.check.runner", "--out", str(out)]
+    # -P: the working directory must not shadow modules (the script's folder goes first).
+    runner = [sys.executable, "-P", "-m", "workshop.check.runner", "--out", str(out)]
     if probe:
         runner.append("--probe")
     return [horovodrun, "-np", str(np), "-H", f"localhost:{np}", "--gloo",

@@ -174,7 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     AfterImport(observation_hooks(recorder)).install()
 
     sys.argv = [str(options.script), *options.args]
-    sys.path[0] = str(script.parent)
+    # Like `python SCRIPT`: the script's folder first. The launcher starts the runner with
+    # `python -P`, so no current directory sits in sys.path[0] to replace.
+    if sys.flags.safe_path:
+        sys.path.insert(0, str(script.parent))
+    else:
+        sys.path[0] = str(script.parent)
     status, exit_code, error = "ok", 0, None
     try:
         runpy.run_path(str(script), run_name="__main__")

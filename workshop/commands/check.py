@@ -86,10 +86,14 @@ def main(args: argparse.Namespace) -> int:
     script, script_args = _split_command(args)
     try:
         report = check_script(
-            script, np=args.np, framework=args.framework, args=script_args,
-            timeout_s=args.timeout, base_run=not args.no_base_run,
+            script,
+            np=args.np,
+            framework=args.framework,
+            args=script_args,
+            timeout_s=args.timeout,
+            base_run=not args.no_base_run,
             quiet=args.json,
-        )  # fmt: skip
+        )
     except (FileNotFoundError, ValueError, CheckError) as error:
         print(f"workshop check: {error}", file=sys.stderr)
         return 2

@@ -27,9 +27,12 @@ def register(subparsers: Any) -> None:
         "--batch", type=int, default=DemoConfig.global_batch, help="global batch per step"
     )
     parser.add_argument(
-        "--microbatches", type=int, nargs="+", default=[1, 4],
+        "--microbatches",
+        type=int,
+        nargs="+",
+        default=[1, 4],
         help="micro-batch counts of the model-parallel runs (default 1 4)",
-    )  # fmt: skip
+    )
     parser.set_defaults(func=_run)
 
 

@@ -42,9 +42,12 @@ def register(subparsers) -> None:
     add_run_options(parser)
     parser.add_argument("--out", type=Path, default=None, help="parent of the run directory")
     parser.add_argument("--name", default=None, help="run directory name")
-    parser.add_argument("--launcher", default=None,
-                        help='start ranks with this command instead of horovodrun, e.g. '
-                        '"mpiexec -n 8 -ppn 4" (clusters; see workshop jobscript)')
+    parser.add_argument(
+        "--launcher",
+        default=None,
+        help="start ranks with this command instead of horovodrun, e.g. "
+        '"mpiexec -n 8 -ppn 4" (clusters; see workshop jobscript)',
+    )
     parser.add_argument("--quiet", action="store_true")
     parser.set_defaults(func=main)
 
@@ -52,8 +55,13 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
-        run_dir = launch(config, out_dir=args.out, name=args.name, quiet=args.quiet,
-                         command=["workshop", *sys.argv[1:]])
+        run_dir = launch(
+            config,
+            out_dir=args.out,
+            name=args.name,
+            quiet=args.quiet,
+            command=["workshop", *sys.argv[1:]],
+        )
     except ValueError as exc:
         print(f"workshop run: {exc}", file=sys.stderr)
         return 2

@@ -14,9 +14,11 @@ def _describe(folder: Path) -> str:
     if (folder / "run.json").exists():
         run = read_run(folder)
         config = run.get("config", {})
-        return (f"{config.get('framework')} {config.get('dataset')} np={config.get('np')} "
-                f"{config.get('controller')} on {run.get('host', {}).get('hostname')}, "
-                f"{run.get('started_at', '')[:10]}, status {run.get('status')}")
+        return (
+            f"{config.get('framework')} {config.get('dataset')} np={config.get('np')} "
+            f"{config.get('controller')} on {run.get('host', {}).get('hostname')}, "
+            f"{run.get('started_at', '')[:10]}, status {run.get('status')}"
+        )
     for name in ("README.md", "PROVENANCE.md"):
         readme = folder / name
         if readme.exists():
@@ -38,13 +40,16 @@ def list_recordings(root: Path | str | None = None) -> pd.DataFrame:
     for kind in sorted(p for p in root.iterdir() if p.is_dir()):
         for folder in sorted(p for p in kind.iterdir() if p.is_dir()):
             files = [p for p in folder.rglob("*") if p.is_file()]
-            rows.append({
-                "kind": kind.name,
-                "scenario": folder.name,
-                "description": _describe(folder),
-                "files": len(files),
-                "size_kb": round(sum(p.stat().st_size for p in files) / 1024, 1),
-                "path": str(folder),
-            })  # fmt: skip
-    return pd.DataFrame(rows, columns=["kind", "scenario", "description", "files", "size_kb",
-                                       "path"])
+            rows.append(
+                {
+                    "kind": kind.name,
+                    "scenario": folder.name,
+                    "description": _describe(folder),
+                    "files": len(files),
+                    "size_kb": round(sum(p.stat().st_size for p in files) / 1024, 1),
+                    "path": str(folder),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["kind", "scenario", "description", "files", "size_kb", "path"]
+    )

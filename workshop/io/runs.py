@@ -10,9 +10,20 @@ from pathlib import Path
 import pandas as pd
 
 METRIC_COLUMNS = [
-    "epoch", "train_time_s", "test_time_s", "epoch_time_s", "samples_per_s", "steps", "samples",
-    "train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr", "elapsed_s",
-]  # fmt: skip
+    "epoch",
+    "train_time_s",
+    "test_time_s",
+    "epoch_time_s",
+    "samples_per_s",
+    "steps",
+    "samples",
+    "train_loss",
+    "train_accuracy",
+    "test_loss",
+    "test_accuracy",
+    "lr",
+    "elapsed_s",
+]
 
 
 def _run_file(run_dir: Path | str, name: str) -> Path:
@@ -114,9 +125,16 @@ def stale_reason(record: dict) -> str | None:
 
 
 RUN_LIST_COLUMNS = [
-    "run", "status", "started_at", "framework", "dataset", "controller", "np", "path",
+    "run",
+    "status",
+    "started_at",
+    "framework",
+    "dataset",
+    "controller",
+    "np",
+    "path",
     "stale_reason",
-]  # fmt: skip
+]
 
 
 def list_runs(root: Path | str | None = None) -> pd.DataFrame:
@@ -146,14 +164,16 @@ def list_runs(root: Path | str | None = None) -> pd.DataFrame:
         except ValueError as exc:
             record = {"status": f"unreadable: {exc}"}
         config = record.get("config") or {}
-        rows.append({
-            "run": str(run_dir.relative_to(root)),
-            "status": record.get("status"),
-            "started_at": record.get("started_at"),
-            **{key: config.get(key) for key in ("framework", "dataset", "controller", "np")},
-            "path": str(run_dir),
-            "stale_reason": record.get("stale_reason"),
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": str(run_dir.relative_to(root)),
+                "status": record.get("status"),
+                "started_at": record.get("started_at"),
+                **{key: config.get(key) for key in ("framework", "dataset", "controller", "np")},
+                "path": str(run_dir),
+                "stale_reason": record.get("stale_reason"),
+            }
+        )
     runs = pd.DataFrame(rows, columns=RUN_LIST_COLUMNS)
     return runs.sort_values("started_at", ascending=False, na_position="last").reset_index(
         drop=True

@@ -16,11 +16,29 @@ import pandas as pd
 from workshop.io.runs import read_metrics, read_run, read_summary
 
 CONFIG_COLUMNS = [
-    "framework", "dataset", "np", "controller", "epochs", "batch_size", "base_batch_size",
-    "lr", "lr_scaling", "warmup_epochs", "steps_per_epoch", "fusion_threshold_mb",
-    "cycle_time_ms", "cache_capacity", "compression", "backward_passes_per_step", "autotune",
-    "timeline", "mpi_profile", "seed", "data", "oversubscribe",
-]  # fmt: skip
+    "framework",
+    "dataset",
+    "np",
+    "controller",
+    "epochs",
+    "batch_size",
+    "base_batch_size",
+    "lr",
+    "lr_scaling",
+    "warmup_epochs",
+    "steps_per_epoch",
+    "fusion_threshold_mb",
+    "cycle_time_ms",
+    "cache_capacity",
+    "compression",
+    "backward_passes_per_step",
+    "autotune",
+    "timeline",
+    "mpi_profile",
+    "seed",
+    "data",
+    "oversubscribe",
+]
 #: What a run recorded before an option existed ran with (RunConfig's defaults then).
 CONFIG_DEFAULTS = {"compression": "none", "backward_passes_per_step": 1, "mpi_profile": False}
 

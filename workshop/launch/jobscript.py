@@ -502,10 +502,19 @@ def render(spec: JobSpec) -> str:
         lines += ["", "# Site environment (conda activation scripts may read unset variables)."]
         lines += ["set +u", *spec.setup, "set -u"]
     run = [
-        '"$WORKSHOP_PYTHON"', "-m", "workshop.cli", "run",
-        "--launcher", '"$LAUNCHER"', "--np", '"$NP"', "--controller", "mpi",
-        "--device", job.device,
-    ]  # fmt: skip
+        '"$WORKSHOP_PYTHON"',
+        "-m",
+        "workshop.cli",
+        "run",
+        "--launcher",
+        '"$LAUNCHER"',
+        "--np",
+        '"$NP"',
+        "--controller",
+        "mpi",
+        "--device",
+        job.device,
+    ]
     threads_lines = []
     if job.threads_per_rank:
         run += ["--threads-per-rank", str(job.threads_per_rank)]

@@ -34,11 +34,21 @@ CONTROLLERS = ("gloo", "mpi")
 # run.json's "env": an allowlist of what changes how a run behaves (learners hand run.json in
 # and commit it, so nothing else from their environment goes there), and never a secret.
 ENV_RECORDED_PREFIXES = ("HOROVOD_", "OMPI_", "NCCL_", "GLOO_", "OMP_", "TF_CPP_", "WORKSHOP_")
-ENV_RECORDED_NAMES = frozenset({
-    "CUDA_VISIBLE_DEVICES", "TF_USE_LEGACY_KERAS", "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LD_PRELOAD",
-    "SAVE_ALL_TASKS", "COBALT_JOBID", "PBS_JOBID", "SLURM_JOB_ID",
-})  # fmt: skip
+ENV_RECORDED_NAMES = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "TF_USE_LEGACY_KERAS",
+        "TF_NUM_INTRAOP_THREADS",
+        "TF_NUM_INTEROP_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "LD_PRELOAD",
+        "SAVE_ALL_TASKS",
+        "COBALT_JOBID",
+        "PBS_JOBID",
+        "SLURM_JOB_ID",
+    }
+)
 ENV_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
 REDACTED = "<redacted>"
 
@@ -128,19 +138,26 @@ class RunConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.cache_capacity is not None and self.cache_capacity < 0:
-            raise ValueError(f"cache_capacity must be >= 0 (0: no cache), got "
-                             f"{self.cache_capacity}")
+            raise ValueError(
+                f"cache_capacity must be >= 0 (0: no cache), got {self.cache_capacity}"
+            )
         if self.fusion_threshold_mb is not None and self.fusion_threshold_mb < 0:
             raise ValueError(f"fusion_threshold_mb must be >= 0, got {self.fusion_threshold_mb}")
-        if (not self.launcher and self.fusion_threshold_mb is not None
-                and self.fusion_threshold_mb != int(self.fusion_threshold_mb)):
-            raise ValueError(f"fusion_threshold_mb={self.fusion_threshold_mb:g}: horovodrun's "
-                             "--fusion-threshold-mb takes whole MB")
+        if (
+            not self.launcher
+            and self.fusion_threshold_mb is not None
+            and self.fusion_threshold_mb != int(self.fusion_threshold_mb)
+        ):
+            raise ValueError(
+                f"fusion_threshold_mb={self.fusion_threshold_mb:g}: horovodrun's "
+                "--fusion-threshold-mb takes whole MB"
+            )
         if self.backward_passes_per_step > 1 and self.framework != "torch":
             raise ValueError(
                 "--backward-passes-per-step > 1 needs --framework torch: Horovod 0.28.1's "
                 "DistributedGradientTape, which the TensorFlow program uses, has no "
-                "backward_passes_per_step (only its legacy and Keras DistributedOptimizer do)")
+                "backward_passes_per_step (only its legacy and Keras DistributedOptimizer do)"
+            )
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.mpi_profile and self.controller != "mpi" and not self.launcher:
@@ -176,19 +193,38 @@ def new_run_dir(config: RunConfig, out_dir: Path | None = None, name: str | None
 def train_args(config: RunConfig, run_dir: Path, data_mode: str) -> list[str]:
     """Arguments of the training program (one rank)."""
     args = [
-        sys.executable, "-m", FRAMEWORKS[config.framework], "--run-dir", str(run_dir),
-        "--dataset", config.dataset, "--data", data_mode, "--epochs", str(config.epochs),
-        "--batch-size", str(config.batch_size), "--lr", str(config.lr),
-        "--lr-scaling", config.lr_scaling, "--warmup-epochs", str(config.warmup_epochs),
-        "--seed", str(config.seed), "--device", config.device,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        FRAMEWORKS[config.framework],
+        "--run-dir",
+        str(run_dir),
+        "--dataset",
+        config.dataset,
+        "--data",
+        data_mode,
+        "--epochs",
+        str(config.epochs),
+        "--batch-size",
+        str(config.batch_size),
+        "--lr",
+        str(config.lr),
+        "--lr-scaling",
+        config.lr_scaling,
+        "--warmup-epochs",
+        str(config.warmup_epochs),
+        "--seed",
+        str(config.seed),
+        "--device",
+        config.device,
+    ]
     optional = {
         "--base-batch-size": config.base_batch_size,
         "--steps-per-epoch": config.steps_per_epoch,
         "--threads": config.threads_per_rank,
         "--compression": None if config.compression == "none" else config.compression,
         "--backward-passes-per-step": (
-            None if config.backward_passes_per_step == 1 else config.backward_passes_per_step),
+            None if config.backward_passes_per_step == 1 else config.backward_passes_per_step
+        ),
     }
     for flag, value in optional.items():
         if value is not None:
@@ -234,8 +270,15 @@ def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[li
                 launcher += ["-x", key]
         return launcher + program, env | rank_env
 
-    command = ["horovodrun", "-np", str(config.np), "-H", f"localhost:{config.np}",
-               f"--{config.controller}", *horovodrun_flags(config, run_dir)]  # fmt: skip
+    command = [
+        "horovodrun",
+        "-np",
+        str(config.np),
+        "-H",
+        f"localhost:{config.np}",
+        f"--{config.controller}",
+        *horovodrun_flags(config, run_dir),
+    ]
     if rank_env:
         if config.controller != "mpi":
             env |= rank_env
@@ -274,11 +317,18 @@ def provenance() -> dict:
     if mpirun:
         result = subprocess.run([mpirun, "--version"], capture_output=True, text=True)
         mpi = (result.stdout or result.stderr).splitlines()[0] if result.returncode == 0 else None
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")),
-        platform.processor(),
-    ) if Path("/proc/cpuinfo").exists() else platform.processor()  # fmt: skip
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
     gpus = []
     if shutil.which("nvidia-smi"):
         result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
@@ -425,11 +475,17 @@ def _stream(process: subprocess.Popen, log_path: Path, quiet: bool) -> None:
                 if not LAUNCHER_NOISE.search(line):
                     print(line, end="", flush=True)
             elif match.group(1) == "0" and match.group(2) == "stdout":
-                print(line[match.end():], end="", flush=True)
+                print(line[match.end() :], end="", flush=True)
 
 
-def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None = None,
-           quiet: bool = False, command: list[str] | None = None) -> Path:
+def launch(
+    config: RunConfig,
+    *,
+    out_dir: Path | None = None,
+    name: str | None = None,
+    quiet: bool = False,
+    command: list[str] | None = None,
+) -> Path:
     """Run ``config`` with real Horovod processes into a new run directory.
 
     Args:
@@ -486,9 +542,13 @@ def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None =
     try:
         try:
             process = subprocess.Popen(
-                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                argv,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
                 start_new_session=True,
-            )  # fmt: skip
+            )
             _stream(process, run_dir / "logs" / "launcher.log", quiet)
             launch_exit_code = process.wait()
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (_Stopped)
@@ -520,8 +580,12 @@ def launch(config: RunConfig, *, out_dir: Path | None = None, name: str | None =
         }
         if summary_path.exists():
             result = json.loads(summary_path.read_text())
-            record |= {"result": result, "data": result.get("data", record["data"]),
-                       "device": result.get("device"), "devices": result.get("devices")}
+            record |= {
+                "result": result,
+                "data": result.get("data", record["data"]),
+                "device": result.get("device"),
+                "devices": result.get("devices"),
+            }
         write_json(run_dir / "run.json", record)
     finally:
         _restore_handlers(previous)

@@ -34,8 +34,12 @@ def legend_outside(ax: Axes, **kwargs) -> None:
     Figures made with ``layout="constrained"`` (as the plot functions make them) keep room for
     it; pass the same to ``plt.subplots`` when drawing on your own axes.
     """
-    options = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0,
-               "fontsize": "small"}  # fmt: skip
+    options = {
+        "loc": "upper left",
+        "bbox_to_anchor": (1.02, 1.0),
+        "borderaxespad": 0.0,
+        "fontsize": "small",
+    }
     ax.legend(**(options | kwargs))
 
 
@@ -258,9 +262,13 @@ def plot_autotune(autotune: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     )
     best = autotune.loc[autotune["score_bytes_per_us"].idxmax()]
     ax.scatter(
-        [best["cycle_time_ms"]], [best["fusion_threshold_mb"]], marker="*", s=300, c="C3",
+        [best["cycle_time_ms"]],
+        [best["fusion_threshold_mb"]],
+        marker="*",
+        s=300,
+        c="C3",
         label=f"best: {best['cycle_time_ms']:.2g} ms, {best['fusion_threshold_mb']:.3g} MB",
-    )  # fmt: skip
+    )
     ax.figure.colorbar(points, ax=ax, label="score (bytes/us)")
     ax.set_xlabel("cycle time (ms)")
     ax.set_ylabel("fusion threshold (MB)")

@@ -102,9 +102,14 @@ def plot_timeline_gantt(
             color = phase_color(name) if kind[m][0] != "op" else PHASE_COLORS["OP"]
             height = 0.8 if d == 0 else 0.5
             ax.barh(
-                y[m], x1[m] - x0[m], left=x0[m], height=height, color=color,
-                edgecolor="none", align="center",
-            )  # fmt: skip
+                y[m],
+                x1[m] - x0[m],
+                left=x0[m],
+                height=height,
+                color=color,
+                edgecolor="none",
+                align="center",
+            )
             legend.setdefault("NEGOTIATE" if name.startswith("NEGOTIATE") else name, color)
     if ticks is not None and len(ticks):
         tk = ticks[(ticks["ts_us"] >= lo) & (ticks["ts_us"] <= hi)]
@@ -145,8 +150,13 @@ def plot_breakdown(breakdown: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax = _axes(ax, (10, max(2.5, 0.35 * len(wide) + 1.2)))
     left = np.zeros(len(wide))
     for phase in wide.columns:
-        ax.barh(wide.index.astype(str), wide[phase], left=left, color=phase_color(str(phase)),
-                label=str(phase))  # fmt: skip
+        ax.barh(
+            wide.index.astype(str),
+            wide[phase],
+            left=left,
+            color=phase_color(str(phase)),
+            label=str(phase),
+        )
         left += wide[phase].to_numpy()
     ax.invert_yaxis()
     ax.set_xlabel("tensor time (s)")
@@ -200,24 +210,46 @@ def plot_negotiation_share(evolution: pd.DataFrame, *, ax: Axes | None = None) -
     ax = _axes(ax, (10, 3.5))
     mid = (evolution["start_us"] + evolution["end_us"]) / 2e6
     width = (evolution["end_us"] - evolution["start_us"]) / 1e6 * 0.9
-    ax.bar(mid, evolution["negotiate_us"] / 1e6, width=width, color=PHASE_COLORS["NEGOTIATE"],
-           label="negotiation")  # fmt: skip
-    ax.bar(mid, evolution["processing_us"] / 1e6, width=width,
-           bottom=evolution["negotiate_us"] / 1e6, color=PHASE_COLORS["OP"],
-           label="processing")  # fmt: skip
+    ax.bar(
+        mid,
+        evolution["negotiate_us"] / 1e6,
+        width=width,
+        color=PHASE_COLORS["NEGOTIATE"],
+        label="negotiation",
+    )
+    ax.bar(
+        mid,
+        evolution["processing_us"] / 1e6,
+        width=width,
+        bottom=evolution["negotiate_us"] / 1e6,
+        color=PHASE_COLORS["OP"],
+        label="processing",
+    )
     top = float((evolution["negotiate_us"] + evolution["processing_us"]).max()) / 1e6
     ax.set_ylim(0, 1.08 * top if top > 0 else 1.0)
     ax.set_xlabel("time since timeline start (s)")
     ax.set_ylabel("tensor time (s)")
     share = ax.twinx()
-    share.plot(mid, 100 * evolution["negotiation_share"], color="black", marker="o", ms=3,
-               label="negotiation share")  # fmt: skip
+    share.plot(
+        mid,
+        100 * evolution["negotiation_share"],
+        color="black",
+        marker="o",
+        ms=3,
+        label="negotiation share",
+    )
     share.set_ylim(0, 105)
     share.set_ylabel("negotiation share (%)")
     lines = ax.get_legend_handles_labels()
     more = share.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, ncol=3,
-              loc="upper center", bbox_to_anchor=(0.5, -0.2))  # fmt: skip
+    ax.legend(
+        lines[0] + more[0],
+        lines[1] + more[1],
+        fontsize=8,
+        ncol=3,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+    )
     ax.set_title("Negotiation over time (tensor time: summed over tensors in flight)")
     return ax
 
@@ -249,12 +281,26 @@ def plot_allreduce_overlap(
     ax = _axes(ax, (10, max(2.5, 0.35 * len(one) + 1.2)))
     y = np.arange(len(one))
     ms = {c: one[c].to_numpy() / 1e3 for c in one.columns if c.endswith("_us")}
-    ax.barh(y, ms["all_ready_us"] - ms["ready_us"], left=ms["ready_us"], height=0.35,
-            color=PHASE_COLORS["NEGOTIATE"], align="edge")  # fmt: skip
-    bars = ax.barh(y - 0.4, ms["op_end_us"] - ms["op_start_us"], left=ms["op_start_us"],
-                   height=0.35, color=PHASE_COLORS["OP"], align="edge")  # fmt: skip
-    handles = [Patch(color=PHASE_COLORS["NEGOTIATE"], label="negotiation"),
-               Patch(color=PHASE_COLORS["OP"], label="allreduce")]  # fmt: skip
+    ax.barh(
+        y,
+        ms["all_ready_us"] - ms["ready_us"],
+        left=ms["ready_us"],
+        height=0.35,
+        color=PHASE_COLORS["NEGOTIATE"],
+        align="edge",
+    )
+    bars = ax.barh(
+        y - 0.4,
+        ms["op_end_us"] - ms["op_start_us"],
+        left=ms["op_start_us"],
+        height=0.35,
+        color=PHASE_COLORS["OP"],
+        align="edge",
+    )
+    handles = [
+        Patch(color=PHASE_COLORS["NEGOTIATE"], label="negotiation"),
+        Patch(color=PHASE_COLORS["OP"], label="allreduce"),
+    ]
     if "in_backward_all" in one:
         for bar, inside in zip(bars, one["in_backward_all"], strict=True):
             bar.set_hatch("//" if inside else "")

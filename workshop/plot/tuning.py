@@ -26,8 +26,10 @@ def plot_knob_effect(
         ax: Axes to draw on (a new figure if None).
     """
     ax = _axes(ax, (5, 3.5))
-    labels = ["default" if pd.isna(v) else f"{v:g}" if isinstance(v, float) else str(v)
-              for v in effect[knob]]  # fmt: skip
+    labels = [
+        "default" if pd.isna(v) else f"{v:g}" if isinstance(v, float) else str(v)
+        for v in effect[knob]
+    ]
     x = np.arange(len(effect))
     colors = ["C0"] + ["C1"] * (len(effect) - 1)
     ax.bar(x, effect["median"], color=colors, alpha=0.7)
@@ -35,8 +37,14 @@ def plot_knob_effect(
     above = (effect["high"] - effect["median"]).to_numpy()
     ax.errorbar(x, effect["median"], yerr=[below, above], fmt="none", color="k", capsize=4)
     for i, row in enumerate(effect.itertuples()):
-        ax.annotate(f"n={row.runs}", (i, row.high), textcoords="offset points", xytext=(0, 4),
-                    ha="center", fontsize="small")  # fmt: skip
+        ax.annotate(
+            f"n={row.runs}",
+            (i, row.high),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            fontsize="small",
+        )
     ax.set_xticks(x, labels)
     ax.set_xlabel(f"{knob} (first: baseline)")
     ax.set_ylabel(metric_label or "median over repeated runs")

@@ -43,8 +43,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--dataset", default="mnist", choices=DATASETS)
     # the launcher resolves "auto" before the ranks start (workshop.train.data.prepare)
-    parser.add_argument("--data", default="subset",
-                        choices=[mode for mode in DATA_MODES if mode != "auto"])
+    parser.add_argument(
+        "--data", default="subset", choices=[mode for mode in DATA_MODES if mode != "auto"]
+    )
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32, help="per worker")
     parser.add_argument("--lr", type=float, default=0.01, help="LR at the base batch size")
@@ -56,10 +57,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=None, help="compute threads per rank")
     parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--compression", default="none", choices=COMPRESSIONS,
-                        help="hvd.Compression of the gradients' allreduce")
-    parser.add_argument("--backward-passes-per-step", type=int, default=1,
-                        help="batches accumulated per allreduce and optimizer step")
+    parser.add_argument(
+        "--compression",
+        default="none",
+        choices=COMPRESSIONS,
+        help="hvd.Compression of the gradients' allreduce",
+    )
+    parser.add_argument(
+        "--backward-passes-per-step",
+        type=int,
+        default=1,
+        help="batches accumulated per allreduce and optimizer step",
+    )
     return parser
 
 
@@ -144,9 +153,24 @@ def run_rank(rank: int, run_dir: Path, body: Callable[[RankIO], None]) -> int:
     return 0
 
 
-def epoch_record(epoch: int, *, mean: Callable, slowest: Callable, train_time_s: float,
-                 test_time_s: float, steps: int, seen: int, size: int, loss_sum, correct,
-                 test_loss, test_score, lr: float, elapsed_s: float, regression: bool) -> dict:
+def epoch_record(
+    epoch: int,
+    *,
+    mean: Callable,
+    slowest: Callable,
+    train_time_s: float,
+    test_time_s: float,
+    steps: int,
+    seen: int,
+    size: int,
+    loss_sum,
+    correct,
+    test_loss,
+    test_score,
+    lr: float,
+    elapsed_s: float,
+    regression: bool,
+) -> dict:
     """One line of metrics.jsonl (see docs/run-directory.md), reduced over ranks.
 
     ``mean(value, name)`` and ``slowest(value, name)`` are the framework's Horovod allreduces
@@ -172,10 +196,22 @@ def epoch_record(epoch: int, *, mean: Callable, slowest: Callable, train_time_s:
     }
 
 
-def run_summary(framework: str, args, *, size: int, device: str, devices: list[str],
-                threads: int, data_info: dict, init_time_s: float, train_time_s: float,
-                steps_per_epoch: int, global_batch: int, lr_effective: float,
-                last_epoch: dict) -> dict:
+def run_summary(
+    framework: str,
+    args,
+    *,
+    size: int,
+    device: str,
+    devices: list[str],
+    threads: int,
+    data_info: dict,
+    init_time_s: float,
+    train_time_s: float,
+    steps_per_epoch: int,
+    global_batch: int,
+    lr_effective: float,
+    last_epoch: dict,
+) -> dict:
     """summary.json: rank 0's end-of-run numbers (see docs/run-directory.md)."""
     return {
         "framework": framework,

@@ -167,10 +167,17 @@ def torch_model(length: int = 128):
 
     flat = 16 * (((length - 4) // 2 - 4) // 2)
     return nn.Sequential(
-        nn.Conv1d(2, 8, 5), nn.ReLU(), nn.MaxPool1d(2),
-        nn.Conv1d(8, 16, 5), nn.ReLU(), nn.MaxPool1d(2),
-        nn.Flatten(), nn.Linear(flat, 8), nn.ReLU(), nn.Linear(8, 2),
-    )  # fmt: skip
+        nn.Conv1d(2, 8, 5),
+        nn.ReLU(),
+        nn.MaxPool1d(2),
+        nn.Conv1d(8, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool1d(2),
+        nn.Flatten(),
+        nn.Linear(flat, 8),
+        nn.ReLU(),
+        nn.Linear(8, 2),
+    )
 
 
 def keras_model(length: int = 128):

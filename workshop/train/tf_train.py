@@ -46,20 +46,32 @@ def build_model(dataset: str):
         return keras_model()
     layers = tf.keras.layers
     if dataset == "mnist":
-        return tf.keras.Sequential([
-            layers.Input((28, 28, 1)),
-            layers.Conv2D(16, 5, activation="relu"), layers.MaxPooling2D(2),
-            layers.Conv2D(32, 5, activation="relu"), layers.MaxPooling2D(2),
-            layers.Flatten(), layers.Dense(128, activation="relu"), layers.Dense(10),
-        ])  # fmt: skip
-    return tf.keras.Sequential([
-        layers.Input((32, 32, 3)),
-        layers.Conv2D(32, 3, padding="same", activation="relu"),
-        layers.Conv2D(32, 3, padding="same", activation="relu"), layers.MaxPooling2D(2),
-        layers.Conv2D(64, 3, padding="same", activation="relu"),
-        layers.Conv2D(64, 3, padding="same", activation="relu"), layers.MaxPooling2D(2),
-        layers.Flatten(), layers.Dense(256, activation="relu"), layers.Dense(10),
-    ])  # fmt: skip
+        return tf.keras.Sequential(
+            [
+                layers.Input((28, 28, 1)),
+                layers.Conv2D(16, 5, activation="relu"),
+                layers.MaxPooling2D(2),
+                layers.Conv2D(32, 5, activation="relu"),
+                layers.MaxPooling2D(2),
+                layers.Flatten(),
+                layers.Dense(128, activation="relu"),
+                layers.Dense(10),
+            ]
+        )
+    return tf.keras.Sequential(
+        [
+            layers.Input((32, 32, 3)),
+            layers.Conv2D(32, 3, padding="same", activation="relu"),
+            layers.Conv2D(32, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Conv2D(64, 3, padding="same", activation="relu"),
+            layers.Conv2D(64, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Flatten(),
+            layers.Dense(256, activation="relu"),
+            layers.Dense(10),
+        ]
+    )
 
 
 def channels_last(x):
@@ -82,15 +94,20 @@ def train(args, rank_io) -> None:
 
     if args.backward_passes_per_step != 1:
         # Horovod 0.28.1: DistributedGradientTape takes no backward_passes_per_step.
-        raise ValueError("--backward-passes-per-step is not supported by the TensorFlow "
-                         "program (hvd.DistributedGradientTape has no such argument)")
+        raise ValueError(
+            "--backward-passes-per-step is not supported by the TensorFlow "
+            "program (hvd.DistributedGradientTape has no such argument)"
+        )
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     inject_fault(rank)
     choice = select_device_from_env(
-        args.device, tensorflow_gpu_count(), horovod_gpu=horovod_gpu_support(hvd),
-        local_rank=hvd.local_rank(), local_size=hvd.local_size(),
-    )  # fmt: skip
+        args.device,
+        tensorflow_gpu_count(),
+        horovod_gpu=horovod_gpu_support(hvd),
+        local_rank=hvd.local_rank(),
+        local_size=hvd.local_size(),
+    )
     device_name = pin_tensorflow(choice)
     if choice.note and rank == 0:
         rank_io.print(f"device: {choice.note}")
@@ -156,7 +173,7 @@ def train(args, rank_io) -> None:
         for batch in range(steps_per_epoch):
             lr = lr_at(step, steps_per_epoch, base_lr, target_lr, args.warmup_epochs)
             optimizer.learning_rate.assign(lr)
-            idx = indices[batch * args.batch_size:(batch + 1) * args.batch_size]
+            idx = indices[batch * args.batch_size : (batch + 1) * args.batch_size]
             loss, outputs = train_step(
                 tf.constant(x_train[idx]), tf.constant(y_train[idx]), step == 0
             )
@@ -180,26 +197,47 @@ def train(args, rank_io) -> None:
         train_total_s += train_time_s
 
         def mean(value, name):
-            return float(hvd.allreduce(tf.constant(value, tf.float32), op=hvd.Average,
-                                       name=name))
+            return float(hvd.allreduce(tf.constant(value, tf.float32), op=hvd.Average, name=name))
 
         def slowest(value, name):
             return float(hvd.allreduce(tf.constant(value, tf.float64), op=hvd.Max, name=name))
 
         record = epoch_record(
-            epoch, mean=mean, slowest=slowest, train_time_s=train_time_s,
-            test_time_s=test_time_s, steps=steps_per_epoch, seen=seen, size=size,
-            loss_sum=loss_sum, correct=correct, test_loss=test_loss, test_score=test_score,
-            lr=lr, elapsed_s=time.perf_counter() - train_start, regression=regression,
-        )  # fmt: skip
+            epoch,
+            mean=mean,
+            slowest=slowest,
+            train_time_s=train_time_s,
+            test_time_s=test_time_s,
+            steps=steps_per_epoch,
+            seen=seen,
+            size=size,
+            loss_sum=loss_sum,
+            correct=correct,
+            test_loss=test_loss,
+            test_score=test_score,
+            lr=lr,
+            elapsed_s=time.perf_counter() - train_start,
+            regression=regression,
+        )
         rank_io.write_epoch(record, dataset.task)
 
-    rank_io.write_summary(run_summary(
-        "tensorflow", args, size=size, device=device_name,
-        devices=hvd.allgather_object(device_name), threads=threads, data_info=dataset.info,
-        init_time_s=init_time_s, train_time_s=train_total_s, steps_per_epoch=steps_per_epoch,
-        global_batch=global_batch, lr_effective=target_lr, last_epoch=record,
-    ))  # fmt: skip
+    rank_io.write_summary(
+        run_summary(
+            "tensorflow",
+            args,
+            size=size,
+            device=device_name,
+            devices=hvd.allgather_object(device_name),
+            threads=threads,
+            data_info=dataset.info,
+            init_time_s=init_time_s,
+            train_time_s=train_total_s,
+            steps_per_epoch=steps_per_epoch,
+            global_batch=global_batch,
+            lr_effective=target_lr,
+            last_epoch=record,
+        )
+    )
     hvd.shutdown()
 
 

@@ -42,17 +42,33 @@ def build_model(dataset: str):
         return torch_model()
     if dataset == "mnist":
         return nn.Sequential(
-            nn.Conv2d(1, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(32 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10),
-        )  # fmt: skip
+            nn.Conv2d(1, 16, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * 4 * 4, 128),
+            nn.ReLU(),
+            nn.Linear(128, 10),
+        )
     return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1),
+        nn.ReLU(),
         nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, padding=1),
+        nn.ReLU(),
         nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 8 * 8, 256), nn.ReLU(), nn.Linear(256, 10),
-    )  # fmt: skip
+        nn.Flatten(),
+        nn.Linear(64 * 8 * 8, 256),
+        nn.ReLU(),
+        nn.Linear(256, 10),
+    )
 
 
 def train(args, rank_io) -> None:
@@ -71,9 +87,12 @@ def train(args, rank_io) -> None:
     rank, size = hvd.rank(), hvd.size()
     inject_fault(rank)
     choice = select_device_from_env(
-        args.device, torch_gpu_count(), horovod_gpu=horovod_gpu_support(hvd),
-        local_rank=hvd.local_rank(), local_size=hvd.local_size(),
-    )  # fmt: skip
+        args.device,
+        torch_gpu_count(),
+        horovod_gpu=horovod_gpu_support(hvd),
+        local_rank=hvd.local_rank(),
+        local_size=hvd.local_size(),
+    )
     device_name = pin_torch(choice)
     if choice.note and rank == 0:
         rank_io.print(f"device: {choice.note}")
@@ -101,10 +120,11 @@ def train(args, rank_io) -> None:
     # backward_passes_per_step: Horovod's hooks count the backward passes and start the
     # allreduce of a gradient only on the last one; the gradients add up in .grad until then.
     optimizer = hvd.DistributedOptimizer(
-        optimizer, named_parameters=model.named_parameters(),
+        optimizer,
+        named_parameters=model.named_parameters(),
         compression=getattr(hvd.Compression, args.compression),
         backward_passes_per_step=passes,
-    )  # fmt: skip
+    )
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     loss_fn = torch.nn.MSELoss() if regression else torch.nn.CrossEntropyLoss()
@@ -141,7 +161,7 @@ def train(args, rank_io) -> None:
             optimizer.zero_grad()
             for part in range(passes):
                 first = batch * step_samples + part * args.batch_size
-                idx = torch.from_numpy(indices[first:first + args.batch_size])
+                idx = torch.from_numpy(indices[first : first + args.batch_size])
                 inputs, targets = x_train[idx].to(device), y_train[idx].to(device)
                 outputs = model(inputs)
                 loss = loss_fn(outputs, targets)
@@ -165,34 +185,58 @@ def train(args, rank_io) -> None:
             if regression:
                 from workshop.train.materials import materials_score
 
-                test_score = torch.tensor(materials_score(y_test.cpu().numpy(),
-                                                          outputs.cpu().numpy()))
+                test_score = torch.tensor(
+                    materials_score(y_test.cpu().numpy(), outputs.cpu().numpy())
+                )
             else:
                 test_score = (outputs.argmax(1) == y_test).float().mean()
         test_time_s = time.perf_counter() - test_start
         train_total_s += train_time_s
 
         def mean(value, name):
-            return hvd.allreduce(torch.as_tensor(value, dtype=torch.float32).cpu(),
-                                 name=name, op=hvd.Average).item()
+            return hvd.allreduce(
+                torch.as_tensor(value, dtype=torch.float32).cpu(), name=name, op=hvd.Average
+            ).item()
 
         def slowest(value, name):
             return hvd.allreduce(torch.tensor(value), name=name, op=hvd.Max).item()
 
         record = epoch_record(
-            epoch, mean=mean, slowest=slowest, train_time_s=train_time_s,
-            test_time_s=test_time_s, steps=steps_per_epoch, seen=seen, size=size,
-            loss_sum=loss_sum, correct=correct, test_loss=test_loss, test_score=test_score,
-            lr=lr, elapsed_s=time.perf_counter() - train_start, regression=regression,
-        )  # fmt: skip
+            epoch,
+            mean=mean,
+            slowest=slowest,
+            train_time_s=train_time_s,
+            test_time_s=test_time_s,
+            steps=steps_per_epoch,
+            seen=seen,
+            size=size,
+            loss_sum=loss_sum,
+            correct=correct,
+            test_loss=test_loss,
+            test_score=test_score,
+            lr=lr,
+            elapsed_s=time.perf_counter() - train_start,
+            regression=regression,
+        )
         rank_io.write_epoch(record, dataset.task)
 
-    rank_io.write_summary(run_summary(
-        "torch", args, size=size, device=device_name,
-        devices=hvd.allgather_object(device_name), threads=threads, data_info=dataset.info,
-        init_time_s=init_time_s, train_time_s=train_total_s, steps_per_epoch=steps_per_epoch,
-        global_batch=global_batch, lr_effective=target_lr, last_epoch=record,
-    ))  # fmt: skip
+    rank_io.write_summary(
+        run_summary(
+            "torch",
+            args,
+            size=size,
+            device=device_name,
+            devices=hvd.allgather_object(device_name),
+            threads=threads,
+            data_info=dataset.info,
+            init_time_s=init_time_s,
+            train_time_s=train_total_s,
+            steps_per_epoch=steps_per_epoch,
+            global_batch=global_batch,
+            lr_effective=target_lr,
+            last_epoch=record,
+        )
+    )
     hvd.shutdown()
 
 

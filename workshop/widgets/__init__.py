@@ -43,14 +43,21 @@ def timeline_explorer(tl: Timeline, *, static: bool | None = None):
     spans, ticks = tl.spans, tl.ticks
     start_ms, end_ms = spans["start_us"].min() / 1e3, spans["end_us"].max() / 1e3
     window = widgets.FloatRangeSlider(
-        value=(start_ms, min(end_ms, start_ms + 200.0)), min=start_ms, max=end_ms, step=1.0,
-        description="window (ms)", continuous_update=False,
-        layout=widgets.Layout(width="90%"), style={"description_width": "initial"},
-    )  # fmt: skip
-    tensor = widgets.Dropdown(options=["all", *sorted(spans["tensor"].unique())],
-                              description="tensor")
-    rank = widgets.Dropdown(options=["all", *sorted(ticks["rank"].unique().tolist())],
-                            description="rank")
+        value=(start_ms, min(end_ms, start_ms + 200.0)),
+        min=start_ms,
+        max=end_ms,
+        step=1.0,
+        description="window (ms)",
+        continuous_update=False,
+        layout=widgets.Layout(width="90%"),
+        style={"description_width": "initial"},
+    )
+    tensor = widgets.Dropdown(
+        options=["all", *sorted(spans["tensor"].unique())], description="tensor"
+    )
+    rank = widgets.Dropdown(
+        options=["all", *sorted(ticks["rank"].unique().tolist())], description="rank"
+    )
 
     def draw(window, tensor, rank):
         chosen = spans if tensor == "all" else spans[spans["tensor"] == tensor]
@@ -59,12 +66,13 @@ def timeline_explorer(tl: Timeline, *, static: bool | None = None):
         _, ax = plt.subplots(figsize=(11, 5))
         if chosen[(chosen["end_us"] >= start_us) & (chosen["start_us"] <= end_us)].empty:
             first_ms = chosen["start_us"].min() / 1e3
-            ax.set_title(f"{tensor}: nothing in this window; its first span starts at "
-                         f"{first_ms:.0f} ms (move the window)")
+            ax.set_title(
+                f"{tensor}: nothing in this window; its first span starts at "
+                f"{first_ms:.0f} ms (move the window)"
+            )
             ax.set_axis_off()
         else:
-            plot.plot_timeline_gantt(chosen, start_us=start_us, end_us=end_us, ticks=marks,
-                                     ax=ax)
+            plot.plot_timeline_gantt(chosen, start_us=start_us, end_us=end_us, ticks=marks, ax=ax)
         plt.show()
 
     return _show(draw, {"window": window, "tensor": tensor, "rank": rank}, static)
@@ -77,8 +85,9 @@ SPEEDUP_METRICS = {
 }
 
 
-def scaling_explorer(epochs: pd.DataFrame, *, prediction: pd.DataFrame | None = None,
-                     static: bool | None = None):
+def scaling_explorer(
+    epochs: pd.DataFrame, *, prediction: pd.DataFrame | None = None, static: bool | None = None
+):
     """Explore speedup: which metric, with or without the first epoch, model vs measured.
 
     Args:
@@ -90,22 +99,28 @@ def scaling_explorer(epochs: pd.DataFrame, *, prediction: pd.DataFrame | None = 
 
     metric = widgets.Dropdown(options=list(SPEEDUP_METRICS), description="metric")
     skip_first = widgets.Checkbox(value=False, description="exclude first epoch")
-    show_model = widgets.Checkbox(value=prediction is not None, description="show model",
-                                  disabled=prediction is None)
+    show_model = widgets.Checkbox(
+        value=prediction is not None, description="show model", disabled=prediction is None
+    )
 
     def draw(metric, skip_first, show_model):
         chosen = epochs[epochs["epoch"] > 1] if skip_first else epochs
         table = analysis.speedup_table(analysis.runs_from_epochs(chosen))
         _, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
-        plot.plot_speedup(table, metrics=(SPEEDUP_METRICS[metric],), ax=ax,
-                          labels={"wall": "epoch wall time (train + test)"})
+        plot.plot_speedup(
+            table,
+            metrics=(SPEEDUP_METRICS[metric],),
+            ax=ax,
+            labels={"wall": "epoch wall time (train + test)"},
+        )
         if show_model and prediction is not None:
             ax.plot(prediction["np"], prediction["speedup"], "k--", label="model")
             plot.scaling.legend_outside(ax)
         plt.show()
 
-    return _show(draw, {"metric": metric, "skip_first": skip_first, "show_model": show_model},
-                 static)
+    return _show(
+        draw, {"metric": metric, "skip_first": skip_first, "show_model": show_model}, static
+    )
 
 
 def lr_explorer(epochs: pd.DataFrame, *, static: bool | None = None):
@@ -122,8 +137,11 @@ def lr_explorer(epochs: pd.DataFrame, *, static: bool | None = None):
 
     def draw(batch, rule, warmup):
         chosen = epochs
-        for column, value in (("global_batch_size", batch), ("lr_scaling", rule),
-                              ("warmup_epochs", warmup)):
+        for column, value in (
+            ("global_batch_size", batch),
+            ("lr_scaling", rule),
+            ("warmup_epochs", warmup),
+        ):
             if value != "all":
                 chosen = chosen[chosen[column] == value]
         _, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")

@@ -111,9 +111,10 @@ def _body_start(rd: Reader, cut_at: int | None) -> int | None:
         km = TRACE_EVENTS_KEY.search(bytes(rd.buf[: min(n, KEY_SEARCH_BYTES)]))
         if not km:
             raise TimelineFormatError(
-                rd.source, first,
+                rd.source,
+                first,
                 'a JSON object without a "traceEvents" array: not a Chrome trace timeline',
-            )  # fmt: skip
+            )
         rd.form = "traceEvents"
         return km.end()
     raise TimelineFormatError(

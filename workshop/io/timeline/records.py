@@ -168,9 +168,11 @@ class Reader:
                 what = "not a trace event" if status == "not_event" else f"found {c!r}"
                 self.not_a_trace = (lo + pos, f"expected a trace event object, {what}")
             stop = hi if nxt is None else lo + nxt
-            what = "a JSON object that is not a trace event" if status == "not_event" else (
-                "unreadable data"
-            )  # fmt: skip
+            what = (
+                "a JSON object that is not a trace event"
+                if status == "not_event"
+                else ("unreadable data")
+            )
             self.junk(lo + pos, stop, what)
             if nxt is None:
                 return

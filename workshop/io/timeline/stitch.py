@@ -118,8 +118,15 @@ def _drop_inside(
     return out_e, out_end
 
 
-def _tile(rd: Reader, sc: Words, evs: list[Events], ev_ends: list[np.ndarray], metas: list,
-          prev_end: int, store: Store) -> int:  # fmt: skip
+def _tile(
+    rd: Reader,
+    sc: Words,
+    evs: list[Events],
+    ev_ends: list[np.ndarray],
+    metas: list,
+    prev_end: int,
+    store: Store,
+) -> int:
     """Order a chunk's records, drop overlapping ones, and read the gaps that are not plain
     separators with the tolerant parser. Returns the end of the last record taken."""
     m_off = np.array([m[0] for m in metas], dtype=np.int64)

@@ -101,10 +101,13 @@ def _span_records(sp: pd.DataFrame, lo: int, hi: int) -> list[Record]:
 
 def _tick_records(tk: pd.DataFrame) -> list[Record]:
     return [
-        (FILE_ORDER, int(s),
-         f'{{"ph": "X", "name": "{int(rank)}", "ts": {int(ts)}, "pid": {int(p)}, "dur": 0}}')
+        (
+            FILE_ORDER,
+            int(s),
+            f'{{"ph": "X", "name": "{int(rank)}", "ts": {int(ts)}, "pid": {int(p)}, "dur": 0}}',
+        )
         for ts, s, p, rank in zip(tk["ts_us"], tk["seq"], tk["pid"], tk["rank"], strict=True)
-    ]  # fmt: skip
+    ]
 
 
 def _cycle_records(cy: pd.DataFrame) -> list[Record]:
