@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from workshop.launch.environment import diagnose
+from workshop.launch.environment import diagnose_environment
 
 
 def _operations(built: dict) -> str:
@@ -49,7 +49,7 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    facts, problems = diagnose()
+    facts, problems = diagnose_environment()
     facts["torch_build"] = torch_build()
     if args.json:
         print(json.dumps({**facts, "problems": problems}, indent=2))

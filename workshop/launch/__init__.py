@@ -5,11 +5,19 @@ Notebooks reach everything they launch through this one name (``from workshop im
 """
 
 from workshop.launch import jobscript
-from workshop.launch.environment import diagnose
+from workshop.launch.environment import diagnose_environment
 from workshop.launch.run import RunConfig, RunError, launch
 from workshop.launch.sweep import run_sweep
 
-__all__ = ["RunConfig", "RunError", "diagnose", "jobscript", "launch", "parallelism", "run_sweep"]
+__all__ = [
+    "RunConfig",
+    "RunError",
+    "diagnose_environment",
+    "jobscript",
+    "launch",
+    "parallelism",
+    "run_sweep",
+]
 
 
 def __getattr__(name: str):

@@ -82,7 +82,7 @@ def run_overview(root: Path | None = None) -> dict:
     }
 
 
-def diagnose() -> tuple[dict, list[str]]:
+def diagnose_environment() -> tuple[dict, list[str]]:
     """Facts about this environment and the problems found (each with its fix)."""
     from workshop.launch.run import provenance
     from workshop.train.data import available_offline

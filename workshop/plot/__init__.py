@@ -46,7 +46,3 @@ from workshop.plot.timeline import (  # noqa: F401
 from workshop.plot.tuning import (  # noqa: F401
     plot_knob_effect,
 )
-
-# The demo-events plot's old name, kept only until notebook 01 (being edited elsewhere) calls
-# plot_demo_events; not for new code.
-plot_timeline = plot_demo_events
