@@ -155,9 +155,13 @@ def test_notebook_02_live_runs_the_programs(tmp_path, monkeypatch, cpu_lock, hor
     monkeypatch.setenv("WORKSHOP_RUNS", str(tmp_path / "runs"))
     results_path = tmp_path / "results.json"
     notebook = REPO / "notebooks" / "02-your-first-horovod-program.ipynb"
-    execute(notebook, tmp_path / notebook.name,
-            {"RESULTS_PATH": str(results_path), "LIVE": True, "BENCHMARK_REPEATS": 1,
-             "WORK_DIR": str(tmp_path / "mine")})
+    parameters = {
+        "RESULTS_PATH": str(results_path),
+        "LIVE": True,
+        "BENCHMARK_REPEATS": 1,
+        "WORK_DIR": str(tmp_path / "mine"),
+    }
+    execute(notebook, tmp_path / notebook.name, parameters)
     got = json.loads(results_path.read_text())
     assert got["live"] is True and got["solution_checks_ok"] == 6
     assert got["hvd_final_train_loss"] < got["hvd_first_train_loss"]

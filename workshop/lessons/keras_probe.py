@@ -1,0 +1,199 @@
+"""Which of Horovod's Keras pieces work with tf-keras and this TensorFlow, found by real runs.
+
+Horovod 0.28.1's ``horovod.tensorflow.keras`` imports ``from keras import backend`` for
+TensorFlow >= 2.6; with TensorFlow >= 2.16 that is Keras 3's backend even when tf-keras
+(Keras 2) trains the model. Each piece is tried in its own ``horovodrun -np 2`` launch of this
+module (``--piece NAME``), on a tiny dense model, and judged by what it must achieve, not only
+by whether it raises:
+
+- ``DistributedOptimizer``: same initial weights (set explicitly: with tf-keras,
+  ``tf.random.set_seed`` alone gives the ranks different ones), different data per rank; it
+  works if the weights are still identical on both ranks after training (averaged gradients).
+- ``BroadcastGlobalVariablesCallback``: different initial weights per rank (with the
+  distributed optimizer); it works if they end identical.
+- ``MetricAverageCallback``: different data per rank; it works if the logged loss is the same
+  on both ranks.
+- ``LearningRateWarmupCallback``: it works if the learning rate rises during the warmup.
+
+Lesson 02's replacements for the two that fail (``AverageMetrics``, ``LearningRateWarmup`` of
+``hvd_keras_fit_solution.py``) are probed the same way.
+
+    python -m workshop.lessons.keras_probe            # prints the verdicts as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+PIECES = (
+    "DistributedOptimizer",
+    "BroadcastGlobalVariablesCallback",
+    "MetricAverageCallback",
+    "LearningRateWarmupCallback",
+)
+#: Lesson 02's own callbacks (hvd_keras_fit_solution.py) for the two that fail, probed alike.
+REPLACEMENTS = {
+    "AverageMetrics": "MetricAverageCallback",
+    "LearningRateWarmup": "LearningRateWarmupCallback",
+}
+MARKER = "KERAS_PROBE "
+
+
+def rank_main(piece: str) -> None:
+    """One rank of one probe: train briefly, then rank 0 prints every rank's record."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import horovod.tensorflow as hvd_tf
+    import horovod.tensorflow.keras as hvd
+    import numpy as np
+    import tensorflow as tf
+
+    hvd.init()
+    rank = hvd.rank()
+    rng = np.random.default_rng(100 + rank)
+    x = rng.random((128, 8), dtype=np.float32)
+    y = rng.integers(0, 4, 128)
+    model = tf.keras.Sequential([tf.keras.layers.Input((8,)), tf.keras.layers.Dense(4)])
+    # Initial weights set explicitly: tf.random.set_seed alone does not give the ranks equal
+    # weights with tf-keras. Different per rank only where the broadcast is under test.
+    start = np.random.default_rng(rank if piece == "BroadcastGlobalVariablesCallback" else 0)
+    model.set_weights(
+        [start.standard_normal(w.shape).astype(np.float32) for w in model.get_weights()]
+    )
+    optimizer = tf.keras.optimizers.legacy.SGD(learning_rate=0.05, momentum=0.9)
+    if piece in ("DistributedOptimizer", "BroadcastGlobalVariablesCallback"):
+        optimizer = hvd.DistributedOptimizer(optimizer)
+    lrs: list[float] = []
+    callbacks = [
+        tf.keras.callbacks.LambdaCallback(
+            on_batch_end=lambda batch, logs: lrs.append(
+                float(tf.keras.backend.get_value(model.optimizer.learning_rate))
+            )
+        )
+    ]
+    if piece == "BroadcastGlobalVariablesCallback":
+        callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
+    elif piece == "MetricAverageCallback":
+        callbacks.insert(0, hvd.callbacks.MetricAverageCallback())
+    elif piece == "LearningRateWarmupCallback":
+        callbacks.insert(
+            0,
+            hvd.callbacks.LearningRateWarmupCallback(
+                initial_lr=0.1, warmup_epochs=2, steps_per_epoch=4
+            ),
+        )
+    elif piece in REPLACEMENTS:
+        lesson = _lesson_keras_script()
+        callbacks.insert(
+            0,
+            lesson.AverageMetrics()
+            if piece == "AverageMetrics"
+            else lesson.LearningRateWarmup(0.05, 0.1, warmup_steps=8),
+        )
+    model.compile(
+        optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    record = {"rank": rank, "error": None, "final_loss": None}
+    try:
+        history = model.fit(
+            x, y, batch_size=32, epochs=2, steps_per_epoch=4, callbacks=callbacks, verbose=0
+        )
+        record["final_loss"] = float(history.history["loss"][-1])
+    except Exception as exc:  # the point of the probe: record what fails, and how
+        record["error"] = f"{type(exc).__name__}: {exc}"
+    weights = b"".join(np.asarray(w).tobytes() for w in model.get_weights())
+    record["weights_sha1"] = hashlib.sha1(weights).hexdigest()
+    record["lrs"] = lrs
+    gathered = hvd_tf.allgather_object(record)
+    if rank == 0:
+        print(MARKER + json.dumps({"piece": piece, "ranks": gathered}), flush=True)
+
+
+def _lesson_keras_script():
+    """hvd_keras_fit_solution.py as a module (its main() does not run on import)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "first_program" / "hvd_keras_fit_solution.py"
+    spec = importlib.util.spec_from_file_location("hvd_keras_fit_solution", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def judge(piece: str, ranks: list[dict]) -> dict:
+    """Whether ``piece`` did its job, from every rank's record.
+
+    Returns:
+        ``{"piece", "works", "evidence", "error"}``.
+    """
+    errors = sorted({r["error"] for r in ranks if r["error"]})
+    if errors:
+        return {
+            "piece": piece,
+            "works": False,
+            "error": errors[0],
+            "evidence": f"raised on {sum(bool(r['error']) for r in ranks)} of {len(ranks)} ranks",
+        }
+    same_weights = len({r["weights_sha1"] for r in ranks}) == 1
+    losses = [r["final_loss"] for r in ranks]
+    if piece in ("DistributedOptimizer", "BroadcastGlobalVariablesCallback"):
+        start = "different" if piece == "BroadcastGlobalVariablesCallback" else "identical"
+        works = same_weights
+        evidence = (
+            f"{start} initial weights, different data per rank: final weights "
+            f"{'identical' if same_weights else 'different'} on {len(ranks)} ranks"
+        )
+    elif piece in ("MetricAverageCallback", "AverageMetrics"):
+        works = len(set(losses)) == 1
+        evidence = "final logged loss per rank: " + ", ".join(f"{x:.6g}" for x in losses)
+    else:
+        seen = ranks[0]["lrs"]
+        works = len(seen) > 1 and seen[-1] > seen[0]
+        evidence = f"learning rate from {seen[0]:g} to {seen[-1]:g}" if seen else "no lr seen"
+    return {"piece": piece, "works": works, "evidence": evidence, "error": None}
+
+
+def source(piece: str) -> str:
+    """``horovod`` for Horovod's pieces, ``lesson 02 (for X)`` for the lesson's callbacks."""
+    return f"lesson 02 (for {REPLACEMENTS[piece]})" if piece in REPLACEMENTS else "horovod"
+
+
+def probe(
+    pieces: tuple[str, ...] = PIECES + tuple(REPLACEMENTS), timeout_s: float = 180
+) -> list[dict]:
+    """Run every piece's probe under ``horovodrun -np 2`` and judge it."""
+    from workshop import lessons
+
+    verdicts = []
+    for piece in pieces:
+        run = lessons.horovodrun(__file__, np=2, args=("--piece", piece), timeout_s=timeout_s)
+        line = next((ln for ln in run.output.splitlines() if MARKER in ln), None)
+        if line is None:
+            raise RuntimeError(f"probe {piece}: no {MARKER.strip()} line in:\n{run.output}")
+        result = json.loads(line[line.index(MARKER) + len(MARKER) :])
+        verdicts.append(
+            judge(piece, result["ranks"])
+            | {"source": source(piece), "command": run.command, "seconds": round(run.seconds, 1)}
+        )
+    return verdicts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--piece", choices=PIECES + tuple(REPLACEMENTS), help="(internal) one rank of one probe"
+    )
+    args = parser.parse_args(argv)
+    if args.piece:
+        rank_main(args.piece)
+        return 0
+    print(json.dumps(probe(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
