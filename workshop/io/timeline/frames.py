@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -39,11 +38,9 @@ def build_timeline(rd: Reader, ev: Events) -> Timeline:
     last_ts = md["last_ts_us"] or 0
     ev.off = np.zeros(0, np.int64)  # not needed any more
     tensors, tensor_of = _tensors(rd, ev)
-    with ThreadPoolExecutor(1) as pool:  # numpy releases the GIL: two tables at once
-        ticks_job = pool.submit(_ticks, ev, vocab, tensor_of)
-        cycles_job = pool.submit(_cycles, ev, vocab, last_ts)
-        spans, n_orphan, n_unclosed = _spans(ev, vocab, tensor_of, last_ts)
-        ticks, cycles = ticks_job.result(), cycles_job.result()
+    spans, n_orphan, n_unclosed = _spans(ev, vocab, tensor_of, last_ts)
+    ticks = _ticks(ev, vocab, tensor_of)
+    cycles = _cycles(ev, vocab, last_ts)
     md["orphan_ends"] = n_orphan
     md["unclosed"] = n_unclosed
     if n_orphan:
