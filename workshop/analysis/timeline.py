@@ -160,12 +160,12 @@ def negotiation_share(spans: pd.DataFrame) -> pd.DataFrame:
         (negotiate / (negotiate + processing)), ``mean_negotiate_us``, ``mean_processing_us``.
     """
     _need(spans, SPAN_COLUMNS, "spans")
-    kind = spans["kind"].astype(str)
-    op = spans["op"].astype(str)
+    kind = spans["kind"]  # compared as categorical codes: no string per row
+    is_neg, is_op = kind == "negotiate", kind == "op"
     neg = (
-        spans[kind == "negotiate"].groupby(op[kind == "negotiate"])["dur_us"].agg(["count", "sum"])
+        spans[is_neg].groupby(spans.loc[is_neg, "op"].astype(str))["dur_us"].agg(["count", "sum"])
     )
-    pro = spans[kind == "op"].groupby(op[kind == "op"])["dur_us"].agg(["count", "sum"])
+    pro = spans[is_op].groupby(spans.loc[is_op, "op"].astype(str))["dur_us"].agg(["count", "sum"])
     out = pd.DataFrame(
         {
             "negotiations": neg["count"],
@@ -880,10 +880,11 @@ def timeline_summary(tl: Timeline) -> dict[str, Any]:
         ``events``, ``cycles``, ``unclosed``, ``orphan_ends``, ``skipped_bytes``, ``warnings``.
     """
     sp = tl.spans
-    kind = sp["kind"].astype(str)
-    names = sp["name"].astype(str)
+    kind = sp["kind"]  # compared as categorical codes: no string per row
+    is_act, is_neg = kind == "activity", kind == "negotiate"
     used = sorted(
-        set(sp["tensor"].dropna().astype(str)) | set(tl.ticks["tensor"].dropna().astype(str))
+        set(sp["tensor"].dropna().unique().astype(str))
+        | set(tl.ticks["tensor"].dropna().unique().astype(str))
     )
     share = negotiation_share(sp)
     overall = share.loc[share["op"] == "all", "negotiation_share"]
@@ -895,8 +896,8 @@ def timeline_summary(tl: Timeline) -> dict[str, Any]:
         "ops": {
             k: int(v) for k, v in sp.loc[kind == "op", "op"].astype(str).value_counts().items()
         },
-        "activities_us": _totals(sp.loc[kind == "activity"], names[kind == "activity"]),
-        "negotiation_us": _totals(sp.loc[kind == "negotiate"], names[kind == "negotiate"]),
+        "activities_us": _totals(sp.loc[is_act], sp.loc[is_act, "name"].astype(str)),
+        "negotiation_us": _totals(sp.loc[is_neg], sp.loc[is_neg, "name"].astype(str)),
         "negotiation_share": None
         if overall.empty or pd.isna(overall.iloc[0])
         else float(overall.iloc[0]),
