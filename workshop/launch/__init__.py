@@ -21,8 +21,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # launch.parallelism (lesson 01's real-process demos) is imported on first use: its workers
-    # run it with ``python -m``, which must not find it imported by the package already.
+    # launch.parallelism (lesson 01's real-process demos) is imported on first use only:
+    # importing ``workshop.launch`` (every run, sweep and job script) does not load it.
     if name == "parallelism":
         import importlib
 
