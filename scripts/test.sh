@@ -12,5 +12,6 @@ source "${WORKSHOP_VENV:-$REPO/.venv}/bin/activate"
 cd "$REPO"
 echo; echo "==> ruff"
 ruff check workshop tests benchmarks
+ruff format --check workshop tests benchmarks
 echo; echo "==> pytest"
 python -m pytest "$@"

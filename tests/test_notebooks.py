@@ -46,8 +46,11 @@ def test_every_lesson_is_there():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
 def test_committed_without_outputs(path):
     notebook = nbformat.read(path, as_version=4)
-    dirty = [i for i, cell in enumerate(notebook.cells)
-             if cell.cell_type == "code" and (cell.outputs or cell.execution_count)]
+    dirty = [
+        i
+        for i, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code" and (cell.outputs or cell.execution_count)
+    ]
     assert not dirty, f"{path.name}: cells {dirty} carry outputs; clear them before committing"
 
 
@@ -81,16 +84,19 @@ def test_exercises_have_answer_check_and_hidden_solution(path):
     for index, cell in enumerate(cells):
         if "exercise" not in cell.metadata.get("tags", []):
             continue
-        answer, check, solution = cells[index + 1: index + 4]
+        answer, check, solution = cells[index + 1 : index + 4]
         name = f"{path.name} exercise at cell {index}"
         assert cell.cell_type == "markdown", name
         assert answer.cell_type == "code" and "= None" in answer.source, (
-            f"{name}: next comes an answer cell the learner fills in (`answer_... = None`)")
+            f"{name}: next comes an answer cell the learner fills in (`answer_... = None`)"
+        )
         assert check.cell_type == "code" and "exercises.check(" in check.source, (
-            f"{name}: then a check cell calling exercises.check")
+            f"{name}: then a check cell calling exercises.check"
+        )
         assert "solution" in solution.metadata.get("tags", []), f"{name}: then a solution"
         assert solution.metadata.get("jupyter", {}).get("source_hidden") is True, (
-            f"{name}: the solution is collapsed (metadata jupyter.source_hidden)")
+            f"{name}: the solution is collapsed (metadata jupyter.source_hidden)"
+        )
         assert "exercises.check(" in solution.source, f"{name}: the solution checks itself"
 
 
@@ -98,8 +104,9 @@ def check_value(name: str, got, spec: dict) -> str | None:
     expected = spec["expected"]
     if isinstance(expected, (bool, str)) or expected is None:
         return None if got == expected else f"{name}: got {got!r}, expected {expected!r}"
-    if got is None or not math.isclose(got, expected, rel_tol=spec.get("rel_tol", 1e-6),
-                                       abs_tol=spec.get("abs_tol", 0.0)):
+    if got is None or not math.isclose(
+        got, expected, rel_tol=spec.get("rel_tol", 1e-6), abs_tol=spec.get("abs_tol", 0.0)
+    ):
         return f"{name}: got {got!r}, expected {expected!r} ({spec})"
     return None
 
@@ -128,9 +135,11 @@ def test_replay_matches_expected_values(path, tmp_path):
     # Every solution ran and passed its own check (strict mode raises on a wrong one).
     want = sorted(exercise_ids(nbformat.read(path, as_version=4)))
     assert got.get("exercises_passed", []) == want, (
-        f"{path.name}: exercises passed {got.get('exercises_passed')}, expected {want}")
+        f"{path.name}: exercises passed {got.get('exercises_passed')}, expected {want}"
+    )
     assert run.peak_rss_bytes < BINDER_MEMORY_BYTES, (
-        f"{path.name} peaked at {run.peak_rss_bytes / 2**20:.0f} MiB (Binder allows 2 GiB)")
+        f"{path.name} peaked at {run.peak_rss_bytes / 2**20:.0f} MiB (Binder allows 2 GiB)"
+    )
 
 
 @pytest.mark.live
@@ -139,11 +148,15 @@ def test_notebook_03_live_launches_real_runs(tmp_path, monkeypatch, cpu_lock, ho
     monkeypatch.setenv("WORKSHOP_RUNS", str(tmp_path / "runs"))
     results_path = tmp_path / "results.json"
     notebook = REPO / "notebooks" / "03-launching-runs.ipynb"
-    execute(notebook, tmp_path / notebook.name,
-            {"RESULTS_PATH": str(results_path), "LIVE": True, "EPOCHS": 1, "STEPS": 5, "NP": 2})
+    execute(
+        notebook,
+        tmp_path / notebook.name,
+        {"RESULTS_PATH": str(results_path), "LIVE": True, "EPOCHS": 1, "STEPS": 5, "NP": 2},
+    )
     assert json.loads(results_path.read_text())["live"] is True
-    statuses = sorted(json.loads(p.read_text())["status"]
-                      for p in (tmp_path / "runs").glob("*/run.json"))
+    statuses = sorted(
+        json.loads(p.read_text())["status"] for p in (tmp_path / "runs").glob("*/run.json")
+    )
     assert statuses == ["failed", "ok"], statuses  # the normal run and the injected crash
 
 
