@@ -34,22 +34,10 @@ import pandas as pd
 
 from workshop.analysis.scaling import scaling_groups, speedup_table
 from workshop.frames import require_columns
+from workshop.io.timeline.model import DTYPE_BYTES
 from workshop.rules import ring_allreduce_time_s
 
 COLLECTIVES = ("GLOO_ALLREDUCE", "MPI_ALLREDUCE", "NCCL_ALLREDUCE", "CCL_ALLREDUCE")
-DTYPE_BYTES = {
-    "uint8": 1,
-    "int8": 1,
-    "uint16": 2,
-    "int16": 2,
-    "int32": 4,
-    "int64": 8,
-    "float16": 2,
-    "bfloat16": 2,
-    "float32": 4,
-    "float64": 8,
-    "bool": 1,
-}
 
 
 def _shape_elements(shape: str) -> int:
