@@ -643,7 +643,8 @@ def keras_pieces(live: bool) -> pd.DataFrame:
 
     Returns:
         DataFrame ``piece``, ``source`` (``horovod`` or the lesson's replacement),
-        ``works``, ``evidence``, ``error``.
+        ``works``, ``evidence``, ``error``, ``seeded_weights_equal`` (whether
+        ``tf.random.set_seed(0)`` gave both ranks the same initial weights in that run).
     """
     from workshop.lessons import keras_probe, recording
 
@@ -657,7 +658,8 @@ def keras_pieces(live: bool) -> pd.DataFrame:
             f"tf-keras {found['versions']['tf_keras']}"
         )
         pieces = found["pieces"]
-    return pd.DataFrame(pieces)[["piece", "source", "works", "evidence", "error"]]
+    columns = ["piece", "source", "works", "evidence", "error", "seeded_weights_equal"]
+    return pd.DataFrame(pieces)[columns]
 
 
 BENCHMARK = ("benchmarks", "horovod-vs-ddp", "result.json")

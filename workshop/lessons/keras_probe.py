@@ -15,8 +15,10 @@ by whether it raises:
   on both ranks.
 - ``LearningRateWarmupCallback``: it works if the learning rate rises during the warmup.
 
-Lesson 02's replacements for the two that fail (``AverageMetrics``, ``LearningRateWarmup`` of
-``hvd_keras_fit_solution.py``) are probed the same way.
+Each probe also records whether ``tf.random.set_seed(0)`` on every rank gave the ranks equal
+initial weights (``seeded_weights_equal``). Lesson 02's replacements for the two that fail
+(``AverageMetrics``, ``LearningRateWarmup`` of ``hvd_keras_fit_solution.py``) are probed the
+same way.
 
     python -m workshop.lessons.keras_probe            # prints the verdicts as JSON
 """
@@ -56,9 +58,12 @@ def rank_main(piece: str) -> None:
     rng = np.random.default_rng(100 + rank)
     x = rng.random((128, 8), dtype=np.float32)
     y = rng.integers(0, 4, 128)
+    tf.random.set_seed(0)
     model = tf.keras.Sequential([tf.keras.layers.Input((8,)), tf.keras.layers.Dense(4)])
+    seeded = b"".join(np.asarray(w).tobytes() for w in model.get_weights())
     # Initial weights set explicitly: tf.random.set_seed alone does not give the ranks equal
-    # weights with tf-keras. Different per rank only where the broadcast is under test.
+    # weights with tf-keras (recorded as seeded_sha1). Different per rank only where the
+    # broadcast is under test.
     start = np.random.default_rng(rank if piece == "BroadcastGlobalVariablesCallback" else 0)
     model.set_weights(
         [start.standard_normal(w.shape).astype(np.float32) for w in model.get_weights()]
@@ -96,7 +101,12 @@ def rank_main(piece: str) -> None:
     model.compile(
         optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     )
-    record = {"rank": rank, "error": None, "final_loss": None}
+    record = {
+        "rank": rank,
+        "error": None,
+        "final_loss": None,
+        "seeded_sha1": hashlib.sha1(seeded).hexdigest(),
+    }
     try:
         history = model.fit(
             x, y, batch_size=32, epochs=2, steps_per_epoch=4, callbacks=callbacks, verbose=0
@@ -175,9 +185,15 @@ def probe(
         if line is None:
             raise RuntimeError(f"probe {piece}: no {MARKER.strip()} line in:\n{run.output}")
         result = json.loads(line[line.index(MARKER) + len(MARKER) :])
+        seeded = len({r["seeded_sha1"] for r in result["ranks"]}) == 1
         verdicts.append(
             judge(piece, result["ranks"])
-            | {"source": source(piece), "command": run.command, "seconds": round(run.seconds, 1)}
+            | {
+                "source": source(piece),
+                "command": run.command,
+                "seconds": round(run.seconds, 1),
+                "seeded_weights_equal": seeded,
+            }
         )
     return verdicts
 
