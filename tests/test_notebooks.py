@@ -137,8 +137,10 @@ def test_replay_matches_expected_values(path, tmp_path):
     assert got.get("exercises_passed", []) == want, (
         f"{path.name}: exercises passed {got.get('exercises_passed')}, expected {want}"
     )
-    assert run.peak_rss_bytes < BINDER_MEMORY_BYTES, (
-        f"{path.name} peaked at {run.peak_rss_bytes / 2**20:.0f} MiB (Binder allows 2 GiB)"
+    # PSS: a library page the kernel and its workers share counts once, as in Binder's cgroup.
+    assert run.peak_memory_bytes < BINDER_MEMORY_BYTES, (
+        f"{path.name} peaked at {run.peak_memory_bytes / 2**20:.0f} MiB PSS "
+        f"({run.peak_rss_bytes / 2**20:.0f} MiB RSS; Binder allows 2 GiB)"
     )
 
 
