@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -360,6 +361,20 @@ def _horovod_ready() -> bool:
     return shutil.which("mpirun") is not None
 
 
+def open_mpi_major() -> int:
+    """The major version of the local ``mpirun`` (Open MPI), from ``mpirun --version``."""
+    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    return int(out.split(")", 1)[1].split(".")[0])
+
+
+def cobalt_nodefile(ranks_on_node: int) -> str:
+    """This machine as Cobalt writes ``COBALT_NODEFILE``: the node's host name, one line per node.
+    Open MPI 5's mpirun (PRRTE) sees ``COBALT_JOBID`` and reads that file as a PBS nodefile, a
+    line per slot: there the node is listed once per rank, or it has one slot."""
+    lines = 1 if open_mpi_major() < 5 else ranks_on_node
+    return f"{socket.gethostname()}\n" * lines
+
+
 @pytest.mark.live
 @pytest.mark.skipif(not _horovod_ready(), reason="needs Horovod and Open MPI")
 def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
@@ -394,7 +409,7 @@ def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
         "--timeline",
     ]
     (tmp_path / "job.sh").write_text(render_case(argv))
-    (tmp_path / "nodefile").write_text("localhost slots=2\n")
+    (tmp_path / "nodefile").write_text(cobalt_nodefile(ranks_on_node=2))
     env = os.environ | {"COBALT_NODEFILE": str(tmp_path / "nodefile"), "COBALT_JOBID": "4242"}
     result = subprocess.run(
         ["flock", "/tmp/workshop-cpu.lock", "bash", str(tmp_path / "job.sh")],
