@@ -142,10 +142,88 @@ def test_sharded_holds_with_disjoint_samples():
 
 
 def test_sharded_fails_when_ranks_see_the_same_samples():
-    same = ["x", "y", "z", "x"]  # 3 distinct samples, seen again in a second epoch
+    same = ["x", "y", "z", "x"]  # 3 distinct samples, then "x" again: a second epoch
     result = verdicts.check_sharded([rank(0, samples=same), rank(1, samples=same)])
     assert result.ok is False
-    assert "saw 3 common samples of 3 and 3 (100%)" in result.evidence
+    # epoch 1 {x, y, z} on both ranks: 3 of 3; epoch 2 {x} on both: the 2 epochs overlap
+    assert "saw 3 common samples of 3 and 3 in epoch 1 of 2 (100%; 2 of 2 epochs overlap)" in (
+        result.evidence
+    )
+
+
+def sampler_epochs(shuffles: list[list[int]], size: int = 2, batch: int = 2) -> list[dict]:
+    """Ranks fed as DistributedSampler feeds them: in each epoch the data set's order is
+    ``shuffles[epoch]`` and rank r takes every size-th sample from position r; each epoch
+    starts with a set_epoch call."""
+    ranks = []
+    for r in range(size):
+        samples, marks = [], []
+        for order in shuffles:
+            marks.append(len(samples))
+            samples += [f"s{i}" for i in order[r::size]]
+        observed = rank(r, samples=samples)
+        observed["batches"] = [batch] * (len(samples) // batch)
+        observed["epoch_marks"] = marks
+        ranks.append(observed)
+    return ranks
+
+
+def test_sharded_compares_the_ranks_epoch_by_epoch_at_set_epoch():
+    # 8 samples, 2 epochs, a new shuffle in epoch 2: rank 0 gets s0 s2 s4 s6 then s1 s4 s2 s0,
+    # rank 1 s1 s3 s5 s7 then s5 s3 s7 s6. Within an epoch: 0 common. Over the whole run
+    # rank 0's {0, 1, 2, 4, 6} and rank 1's {1, 3, 5, 6, 7} share s1 and s6 (the old verdict,
+    # on the whole run: 2 of 5 = 40%, FAIL).
+    ranks = sampler_epochs([[0, 1, 2, 3, 4, 5, 6, 7], [1, 5, 4, 3, 2, 7, 0, 6]])
+    result = verdicts.check_sharded(ranks)
+    assert result.ok is True
+    assert result.evidence == (
+        "rank 0 and rank 1 saw 0 common samples within each of 2 epochs (8 and 8 samples in "
+        "all; epochs: set_epoch calls); 2 common across different epochs (a new shuffle each "
+        "epoch)"
+    )
+
+
+def test_sharded_cuts_epochs_where_a_ranks_samples_repeat_without_set_epoch():
+    # No set_epoch seen (TensorFlow, plain slicing): each rank's epoch ends before the first
+    # batch that repeats one of its samples. Batches of 2: rank 0 [a b][c d][a e], rank 1
+    # [e f][g h][b f]. Epoch 1: {a b c d} vs {e f g h}; epoch 2: {a e} vs {b f}: 0 common.
+    # The whole run (the old verdict) shares a, b, e, f: 4 of 5 = 80%, FAIL.
+    r0 = rank(0, samples=list("abcdae"))
+    r1 = rank(1, samples=list("efghbf"))
+    r0["batches"] = r1["batches"] = [2, 2, 2]
+    result = verdicts.check_sharded([r0, r1])
+    assert result.ok is True
+    assert (
+        "saw 0 common samples within each of 2 epochs (6 and 6 samples in all; epochs: cut "
+        "where a rank's samples repeat)" in result.evidence
+    )
+    # A repeat inside one batch is not a new epoch (a duplicate in the data).
+    assert verdicts.split_epochs({"samples": list("aab"), "batches": [3]}) == (
+        [list("aab")],
+        "repeat",
+    )
+
+
+def test_sharded_notes_the_same_order_every_epoch():
+    # DistributedSampler without set_epoch: the same shard in the same order every epoch.
+    ranks = sampler_epochs([[0, 1, 2, 3, 4, 5, 6, 7]] * 3)
+    for observed in ranks:
+        observed["epoch_marks"] = []
+    result = verdicts.check_sharded(ranks)
+    assert result.ok is True
+    assert "within each of 3 epochs (12 and 12 samples in all" in result.evidence
+    assert "every epoch in the same order on each rank" in result.evidence
+
+
+def test_sharded_still_fails_when_every_rank_reads_everything_each_epoch():
+    # No sharding, 2 epochs with set_epoch: both ranks see all 8 samples in each epoch.
+    ranks = sampler_epochs([list(range(8)), list(range(7, -1, -1))], size=1)
+    ranks.append(dict(ranks[0], env_rank=1))
+    result = verdicts.check_sharded(ranks)
+    assert result.ok is False
+    assert "saw 8 common samples of 8 and 8 in epoch 1 of 2 (100%; 2 of 2 epochs" in (
+        result.evidence
+    )
 
 
 def test_sharded_warns_on_a_few_common_samples_and_without_batches():
@@ -194,10 +272,48 @@ def test_lr_unscaled_or_unseen_is_a_warning():
     assert odd.ok is None and "neither linear (x2) nor square-root" in odd.evidence
 
 
-def test_lr_warmup_is_reported_as_a_warning():
-    steps = [step([A], lr=(0.1,)), step([A], lr=(0.15,))]
+def lr_steps(*lrs: float) -> list[dict]:
+    return [step([A], lr=(lr,)) for lr in lrs]
+
+
+def test_lr_is_judged_after_the_warmup():
+    # A warmup from the one-worker lr 0.05 to 2 x 0.05 over 2 steps, then flat, then a decay.
+    # The first step's 0.05 alone (the old verdict) reads "not scaled".
+    steps = lr_steps(0.05, 0.075, 0.1, 0.1, 0.05)
+    result = verdicts.check_lr_scaled([rank(0, steps=steps), rank(1, steps=steps)], base(0.05))
+    assert result.ok is True
+    assert result.evidence == (
+        "linear scaling: lr 0.1 at np=2 (reached at step 3 of 5, after a warmup from 0.05) "
+        "vs 0.05 at np=1 (x2)"
+    )
+
+
+def test_a_warmup_longer_than_the_run_is_a_warning():
+    steps = lr_steps(0.1, 0.15)  # from the np=1 lr 0.1, still rising at the last step
     result = verdicts.check_lr_scaled([rank(0, steps=steps), rank(1, steps=steps)], base(0.1))
-    assert result.ok is None and "rising to 0.15 by step 2" in result.evidence
+    assert result.ok is None
+    assert result.evidence == (
+        "lr rose from 0.1 to 0.15 over 2 steps at np=2 (x1 to x1.5 of 0.1 at np=1) and was "
+        "still rising at the last step: a warmup longer than the run? run more steps to see "
+        "whether it reaches x2 (0.2)"
+    )
+
+
+def test_lr_scaled_from_the_first_step_and_never_scaled():
+    # A warmup from 0 scaled at every step: 0.01 -> 0.02 at np=1 would be 0.005 -> 0.01.
+    up = lr_steps(0.01, 0.02)
+    scaled = verdicts.check_lr_scaled([rank(0, steps=up), rank(1, steps=up)], base(0.005))
+    assert scaled.ok is True and scaled.evidence.startswith("linear scaling from the first step")
+    # Never scaled: a decay from the np=1 lr stays a warning.
+    down = lr_steps(0.1, 0.05)
+    same = verdicts.check_lr_scaled([rank(0, steps=down), rank(1, steps=down)], base(0.1))
+    assert same.ok is None and same.evidence.startswith("not scaled: lr 0.1 at np=2 vs 0.1")
+
+
+def test_lr_fails_when_ranks_disagree_at_a_later_step():
+    r0, r1 = lr_steps(0.1, 0.2), lr_steps(0.1, 0.15)
+    result = verdicts.check_lr_scaled([rank(0, steps=r0), rank(1, steps=r1)], base(0.05))
+    assert result.ok is False and "at step 2 (rank 0 0.2, rank 1 0.15)" in result.evidence
 
 
 def test_lr_fails_when_ranks_disagree():

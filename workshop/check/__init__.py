@@ -10,8 +10,10 @@ The script runs unchanged under ``horovodrun -np 2 --gloo`` on the CPU; a runner
 optimizer, the model's forward pass and file saves, and :mod:`workshop.check.verdicts` turns
 what each rank did into verdicts on six practices (:data:`CHECK_NAMES`): ``init``,
 ``broadcast``, ``averaged``, ``sharded``, ``rank0_checkpoint``, ``lr_scaled``. It judges by
-what happened, never by the source text; ``lr_scaled`` compares with a second, np=1 run of the
-same script stopped at its first optimizer step.
+what happened, never by the source text. ``sharded`` compares the ranks' samples epoch by
+epoch (an epoch starts at each ``DistributedSampler.set_epoch`` call, or else where a rank's
+samples start to repeat); ``lr_scaled`` compares the highest LR of the run (after any warmup)
+with a second, np=1 run of the same script stopped at its first optimizer step.
 
 Supported: PyTorch (any ``torch.optim`` optimizer, ``hvd.DistributedOptimizer``, any
 ``nn.Module`` model); TensorFlow 2 with tf-keras (``TF_USE_LEGACY_KERAS=1``): custom loops with

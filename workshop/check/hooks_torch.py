@@ -8,6 +8,9 @@
 - Training samples: global forward hooks; the outermost module that has parameters, called in
   training mode with autograd on, is the model, and the rows of its first tensor input are the
   samples of the batch.
+- Epochs: ``DistributedSampler.set_epoch`` (each call starts an epoch; the samples of an epoch
+  are compared across ranks, since its new shuffle rightly hands a rank samples another rank
+  had the epoch before).
 - Checkpoints: ``torch.save``.
 - The zero-gradient step ``hvd.broadcast_optimizer_state`` makes to create the optimizer's
   state is not a training step: steps inside it are not recorded.
@@ -116,6 +119,17 @@ def install_torch(recorder: Recorder, torch) -> None:
     optim_module.register_optimizer_step_post_hook(step_post)
     nn_module.register_module_forward_pre_hook(forward_pre)
     nn_module.register_module_forward_hook(forward_post, always_call=True)
+
+    from torch.utils.data.distributed import DistributedSampler as sampler_cls
+
+    original_set_epoch = sampler_cls.set_epoch
+
+    @functools.wraps(original_set_epoch)
+    def set_epoch(self, *args, **kwargs):
+        recorder.safely("set_epoch", recorder.new_epoch)
+        return original_set_epoch(self, *args, **kwargs)
+
+    sampler_cls.set_epoch = set_epoch
 
     original_save = torch.save
 

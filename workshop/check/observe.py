@@ -15,6 +15,10 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
   parameter right before the step) for the first two steps only;
 - ``final_params``: ``[hash, norm]`` of each parameter at the end (after the last step);
 - ``samples``: one hash per training sample fed to the model (rows of the model's input);
+- ``batches``: the number of samples of each training batch, in order (they add up to
+  ``len(samples)``);
+- ``epoch_marks``: ``len(samples)`` at each call of a sampler's ``set_epoch`` (PyTorch's
+  ``DistributedSampler``): where a new epoch begins;
 - ``saves``: ``{"path", "how"}`` of every checkpoint or model file written;
 - ``status`` (``ok``, ``error``, ``exit``), ``exit_code``, ``error`` (``{"type", "message",
   "traceback", "time"}``) and ``seconds`` (from the process start to the end of the script);
@@ -77,6 +81,8 @@ class Recorder:
         self.steps: list[dict] = []
         self.final_params: list | None = None
         self.samples: list[str] = []
+        self.batches: list[int] = []
+        self.epoch_marks: list[int] = []
         self.saves: list[dict] = []
         self.allreduces = 0
         self.broadcasts = 0
@@ -140,6 +146,12 @@ class Recorder:
     def batch(self, digests: list[str]) -> None:
         with self.lock:
             self.samples.extend(digests)
+            self.batches.append(len(digests))
+
+    def new_epoch(self) -> None:
+        """A sampler's ``set_epoch`` was called: the next sample starts an epoch."""
+        with self.lock:
+            self.epoch_marks.append(len(self.samples))
 
     def saved(self, path: str, how: str) -> None:
         with self.lock:
@@ -157,6 +169,8 @@ class Recorder:
             "steps": self.steps,
             "final_params": self.final_params,
             "samples": self.samples,
+            "batches": self.batches,
+            "epoch_marks": self.epoch_marks,
             "saves": self.saves,
             "allreduces": self.allreduces,
             "broadcasts": self.broadcasts,

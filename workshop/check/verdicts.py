@@ -198,8 +198,53 @@ def check_averaged(ranks: list[dict]) -> Check:
     )
 
 
+def split_epochs(observed: dict) -> tuple[list[list[str]], str]:
+    """One rank's training samples cut into epochs, and how the cuts were found.
+
+    An epoch begins at each call of the sampler's ``set_epoch`` (``epoch_marks``) when the
+    rank made any. Without them (TensorFlow, a sampler without ``set_epoch``, plain slicing),
+    an epoch ends before the first batch holding a sample already seen in an earlier batch of
+    that epoch: one pass through the rank's data. Cuts fall between batches (``batches``; one
+    sample per batch when they are missing).
+
+    Returns:
+        (epochs, how): the samples of each epoch in order, and ``"set_epoch"`` or ``"repeat"``.
+    """
+    samples = observed["samples"]
+    sizes = observed.get("batches") or []
+    if sum(sizes) != len(samples):
+        sizes = [1] * len(samples)
+    marks = sorted(set(observed.get("epoch_marks") or []))
+    how = "set_epoch" if marks else "repeat"
+    epochs: list[list[str]] = []
+    current: list[str] = []
+    seen: set[str] = set()
+    start = previous = 0
+    for size in sizes:
+        if not size:
+            continue
+        batch = samples[start : start + size]
+        if marks:
+            cut = any(previous < mark <= start for mark in marks)
+        else:
+            cut = not seen.isdisjoint(batch)
+        if cut and current:
+            epochs.append(current)
+            current, seen = [], set()
+        current.extend(batch)
+        seen.update(batch)
+        previous, start = start, start + size
+    if current:
+        epochs.append(current)
+    return epochs, how
+
+
 def check_sharded(ranks: list[dict]) -> Check:
-    """The ranks trained on different samples (no sample seen by two ranks)."""
+    """Within each epoch, the ranks trained on different samples (no sample on two ranks).
+
+    Epochs are compared one by one (see :func:`split_epochs`): a sampler's new shuffle each
+    epoch rightly hands a rank samples another rank had the epoch before.
+    """
     missing = [r["env_rank"] for r in ranks if not r["samples"]]
     if missing:
         return Check(
@@ -207,34 +252,66 @@ def check_sharded(ranks: list[dict]) -> Check:
             f"no training batch was seen on {ranks_text(missing)} (the checker "
             "hashes the rows of the model's first input in training mode)",
         )
-    sets = [set(r["samples"]) for r in ranks]
+    split = [split_epochs(r) for r in ranks]
+    epochs = [found for found, _ in split]
+    count = min(len(found) for found in epochs)
     worst = None
+    overlapping = set()
     for i in range(len(ranks)):
         for j in range(i + 1, len(ranks)):
-            common = len(sets[i] & sets[j])
-            share = common / min(len(sets[i]), len(sets[j]))
-            if worst is None or share > worst[0]:
-                worst = (share, common, i, j)
-    share, common, i, j = worst
+            for e in range(count):
+                a, b = set(epochs[i][e]), set(epochs[j][e])
+                common = len(a & b)
+                share = common / min(len(a), len(b))
+                if common:
+                    overlapping.add(e)
+                if worst is None or share > worst[0]:
+                    worst = (share, common, i, j, e, len(a), len(b))
+    share, common, i, j, e, size_i, size_j = worst
     pair = (
         f"rank {ranks[i]['env_rank']} and rank {ranks[j]['env_rank']} saw {common} common "
-        f"samples of {len(sets[i])} and {len(sets[j])}"
+        f"samples of {size_i} and {size_j}"
     )
+    where = f" in epoch {e + 1} of {count}" if count > 1 else ""
     if common == 0:
-        return Check(True, pair + (" (every pair of ranks: none)" if len(ranks) > 2 else ""))
+        if count == 1:
+            return Check(True, pair + (" (every pair of ranks: none)" if len(ranks) > 2 else ""))
+        return Check(True, _sharded_epochs_text(ranks, epochs, count, split[0][1]))
     if share <= FEW_COMMON_SAMPLES:
         return Check(
             None,
-            f"{pair} ({share:.1%}): a few samples on two ranks (duplicates in "
+            f"{pair}{where} ({share:.1%}): a few samples on two ranks (duplicates in "
             "the data, DistributedSampler padding, or each rank drawing at random "
             "from the whole data set?)",
         )
+    spread = f"; {len(overlapping)} of {count} epochs overlap" if count > 1 else ""
     return Check(
         False,
-        f"{pair} ({share:.0%}): the ranks trained on the same data; give each "
+        f"{pair}{where} ({share:.0%}{spread}): the ranks trained on the same data; give each "
         "its own shard (DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()) "
         "or x[hvd.rank()::hvd.size()])",
     )
+
+
+def _sharded_epochs_text(ranks: list[dict], epochs: list[list], count: int, how: str) -> str:
+    """The evidence of a run of several epochs with no sample on two ranks in any epoch."""
+    totals = " and ".join(str(sum(len(x) for x in found[:count])) for found in epochs[:2])
+    cuts = "set_epoch calls" if how == "set_epoch" else "cut where a rank's samples repeat"
+    text = (
+        f"rank {ranks[0]['env_rank']} and rank {ranks[1]['env_rank']} saw 0 common samples "
+        f"within each of {count} epochs ({totals} samples in all; epochs: {cuts})"
+    )
+    if len(ranks) > 2:
+        text += " (every pair of ranks: none)"
+    across = len(set().union(*epochs[0][:count]) & set().union(*epochs[1][:count]))
+    if across:
+        text += f"; {across} common across different epochs (a new shuffle each epoch)"
+    same_order = all(
+        found[e] == found[0][: len(found[e])] for found in epochs for e in range(1, count)
+    )
+    if same_order:
+        text += "; every epoch in the same order on each rank (a shuffle needs set_epoch(epoch))"
+    return text
 
 
 def check_rank0_checkpoint(ranks: list[dict]) -> Check:
@@ -274,55 +351,84 @@ def _close(a: float, b: float) -> bool:
 def check_lr_scaled(
     ranks: list[dict], base: dict | None = None, base_note: str = "no np=1 run"
 ) -> Check:
-    """The learning rate at np=N against the one at np=1 (``base``, the first-step record of
-    the same script run alone). Unscaled or unseen is a warning; ranks disagreeing is a failure.
+    """The learning rate the run reached at np=N against the one at np=1 (``base``, the
+    first-step record of the same script run alone).
+
+    The LR judged is the highest of the run: a warmup starts from the one-worker LR at any np
+    and rises to the scaled one, a decay comes after it. A schedule scaled from its first step
+    (a warmup from zero, say) passes on its first step. Unscaled or unseen is a warning, and so
+    is a warmup still rising at the last step; ranks disagreeing at any step is a failure.
     """
     if (empty := _no_steps(ranks)) is not None:
         return empty
     n = len(ranks)
-    firsts = [r["steps"][0]["lr"] for r in ranks]
-    if any(not lr for lr in firsts):
+    if any(not r["steps"][0]["lr"] for r in ranks):
         return Check(None, "the optimizer showed no learning rate")
-    lr = firsts[0][0]
-    if any(not _close(f[0], lr) for f in firsts):
-        detail = ", ".join(
-            f"rank {r['env_rank']} {f[0]:g}" for r, f in zip(ranks, firsts, strict=True)
-        )
-        return Check(
-            False,
-            f"the ranks used different learning rates at the first step "
-            f"({detail}): with identical averaged gradients the models drift apart",
-        )
-    peak = max(s["lr"][0] for s in ranks[0]["steps"] if s["lr"])
-    last = ranks[0]["steps"][-1]["lr"][0]
+    series = [[s["lr"][0] for s in r["steps"] if s["lr"]] for r in ranks]
+    for k in range(min(len(lrs) for lrs in series)):
+        if any(not _close(lrs[k], series[0][k]) for lrs in series):
+            detail = ", ".join(
+                f"rank {r['env_rank']} {lrs[k]:g}" for r, lrs in zip(ranks, series, strict=True)
+            )
+            at = "the first step" if k == 0 else f"step {k + 1}"
+            return Check(
+                False,
+                f"the ranks used different learning rates at {at} "
+                f"({detail}): with identical averaged gradients the models drift apart",
+            )
+    lrs = series[0]
+    first, peak, last = lrs[0], max(lrs), lrs[-1]
+    warmed = peak > first * (1 + LR_REL_TOL)
+    # Ended at its highest after rising: a warmup that may not be over.
+    rising = warmed and _close(last, peak)
+    reached = next(k for k, lr in enumerate(lrs, start=1) if _close(lr, peak))
     if not base or not base.get("steps") or not base["steps"][0]["lr"]:
+        rise = f", up to {peak:g} at step {reached}" if warmed else ""
         return Check(
             None,
-            f"lr {lr:g} at the first step on all {n} ranks; its base value "
+            f"lr {first:g} at the first step{rise} on all {n} ranks; its base value "
             f"(the lr the same script uses at np=1) was not seen: {base_note}",
         )
     base_lr = base["steps"][0]["lr"][0]
-    ratio = lr / base_lr if base_lr else float("inf")
-    both = f"lr {lr:g} at np={n} vs {base_lr:g} at np=1 (x{ratio:.3g})"
-    if _close(ratio, n):
-        return Check(True, f"linear scaling: {both}")
-    if _close(ratio, math.sqrt(n)):
-        return Check(True, f"square-root scaling: {both}")
-    if _close(ratio, 1.0):
-        if peak > lr * (1 + LR_REL_TOL):
+
+    def times(lr: float) -> float:
+        return lr / base_lr if base_lr else float("inf")
+
+    rules = (("linear", n), ("square-root", math.sqrt(n)))
+    vs = f"vs {base_lr:g} at np=1"
+    if warmed:
+        top = (
+            f"lr {peak:g} at np={n} (reached at step {reached} of {len(lrs)}, after a "
+            f"warmup from {first:g}) {vs} (x{times(peak):.3g})"
+        )
+    else:
+        top = f"lr {peak:g} at np={n} {vs} (x{times(peak):.3g})"
+    for name, factor in rules:
+        if _close(times(peak), factor) and (factor == n or not rising):
+            return Check(True, f"{name} scaling: {top}")
+    for name, factor in rules:
+        if _close(times(first), factor):
             return Check(
-                None,
-                f"{both} at the first step, rising to {peak:g} by step "
-                f"{len(ranks[0]['steps'])} (last {last:g}): a warmup toward a scaled "
-                "lr? run more steps to see where it ends",
+                True,
+                f"{name} scaling from the first step: lr {first:g} at np={n} {vs} "
+                f"(x{times(first):.3g}); the schedule then reached {peak:g} at step {reached}",
             )
+    if _close(times(peak), 1.0):
         return Check(
             None,
-            f"not scaled: {both}; the global batch is {n}x larger, so the usual "
+            f"not scaled: {top}; the global batch is {n}x larger, so the usual "
             f"rules give {base_lr * n:g} (linear) or {base_lr * math.sqrt(n):g} (sqrt)",
         )
+    if rising and times(peak) < n:
+        return Check(
+            None,
+            f"lr rose from {first:g} to {last:g} over {len(lrs)} steps at np={n} "
+            f"(x{times(first):.3g} to x{times(last):.3g} of {base_lr:g} at np=1) and was still "
+            f"rising at the last step: a warmup longer than the run? run more steps to see "
+            f"whether it reaches x{n} ({base_lr * n:g})",
+        )
     return Check(
-        None, f"{both}: neither linear (x{n}) nor square-root (x{math.sqrt(n):.3g}) scaling"
+        None, f"{top}: neither linear (x{n}) nor square-root (x{math.sqrt(n):.3g}) scaling"
     )
 
 
