@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # only annotations: `workshop timeline summary` never loads pandas
+    import pandas as pd
 
 DTYPE_BYTES = {
     "uint8": 1,
