@@ -600,6 +600,39 @@ def combine_files(files: list[ProfileFile], jobid: str) -> MpiProfile:
         MpiTraceError: two files for one rank, or files that disagree on the number of tasks.
     """
     files = sorted(files, key=lambda f: f.rank)
+    _check_one_job(files, jobid)
+    summary = _job_summary(files)
+    return MpiProfile(
+        jobid=jobid,
+        files=_files_table(files, jobid),
+        routines=_routine_rows(files, jobid, "routines"),
+        message_sizes=_routine_rows(files, jobid, "message_sizes"),
+        tasks=_tasks_table(files, jobid),
+        extremes=_extremes_table(files, jobid, summary),
+        summary=summary,
+        warnings=[f"{Path(f.path).name}: {w}" for f in files for w in f.warnings],
+    )
+
+
+# Columns of MpiProfile's tables that come from each file's totals, its routine rows, and the
+# all-task table (in this order; a profile's extra task columns follow).
+_FILE_TOTAL_COLUMNS = ["comm_s", "elapsed_s", "user_s", "system_s", "mem_mb"]
+_ROUTINE_ROW_COLUMNS = ["routine", "calls", "avg_bytes", "time_s"]
+_TASK_TABLE_COLUMNS = [
+    "taskid",
+    "host",
+    "cpu",
+    "comm_s",
+    "elapsed_s",
+    "user_s",
+    "system_s",
+    "mem_mb",
+    "switches",
+]
+
+
+def _check_one_job(files: list[ProfileFile], jobid: str) -> None:
+    """Raise :class:`MpiTraceError` unless the files are one file a rank of one job."""
     ranks = [f.rank for f in files]
     for rank in set(ranks):
         if ranks.count(rank) > 1:
@@ -610,8 +643,10 @@ def combine_files(files: list[ProfileFile], jobid: str) -> MpiProfile:
         detail = ", ".join(f"{f.path}: {f.ntasks}" for f in files)
         raise MpiTraceError(f"job {jobid}: files disagree on the number of tasks ({detail})")
 
-    total_cols = ["comm_s", "elapsed_s", "user_s", "system_s", "mem_mb"]
-    files_df = pd.DataFrame(
+
+def _files_table(files: list[ProfileFile], jobid: str) -> pd.DataFrame:
+    """:attr:`MpiProfile.files`: one row per file."""
+    return pd.DataFrame(
         [
             {
                 "jobid": jobid,
@@ -620,85 +655,69 @@ def combine_files(files: list[ProfileFile], jobid: str) -> MpiProfile:
                 "path": f.path,
                 "layout": f.layout,
                 "roles": ",".join(f.roles),
-                **{c: f.totals.get(c, float("nan")) for c in total_cols},
+                **{c: f.totals.get(c, float("nan")) for c in _FILE_TOTAL_COLUMNS},
                 "complete": f.complete,
                 "warnings": len(f.warnings),
             }
             for f in files
         ]
     )
-    row_cols = ["routine", "calls", "avg_bytes", "time_s"]
 
-    def rows(attr: str) -> pd.DataFrame:
-        records = [
-            {"jobid": jobid, "rank": f.rank, **dict(zip(row_cols, row, strict=True))}
-            for f in files
-            for row in getattr(f, attr)
-        ]
-        frame = pd.DataFrame(records, columns=["jobid", "rank", *row_cols])
-        return frame.astype(
-            {"rank": "int64", "calls": "int64", "avg_bytes": "float64", "time_s": "float64"}
-        )
 
-    task_cols = [
-        "taskid",
-        "host",
-        "cpu",
-        "comm_s",
-        "elapsed_s",
-        "user_s",
-        "system_s",
-        "mem_mb",
-        "switches",
+def _routine_rows(files: list[ProfileFile], jobid: str, attr: str) -> pd.DataFrame:
+    """:attr:`MpiProfile.routines` or :attr:`MpiProfile.message_sizes` (``attr``), every
+    file's rows together."""
+    records = [
+        {"jobid": jobid, "rank": f.rank, **dict(zip(_ROUTINE_ROW_COLUMNS, row, strict=True))}
+        for f in files
+        for row in getattr(f, attr)
     ]
+    frame = pd.DataFrame(records, columns=["jobid", "rank", *_ROUTINE_ROW_COLUMNS])
+    return frame.astype(
+        {"rank": "int64", "calls": "int64", "avg_bytes": "float64", "time_s": "float64"}
+    )
+
+
+def _tasks_table(files: list[ProfileFile], jobid: str) -> pd.DataFrame:
+    """:attr:`MpiProfile.tasks`: the all-task table of the first file that holds one."""
     holder = next((f for f in files if f.tasks), None)
     tasks = pd.DataFrame(holder.tasks if holder else [])
-    for col in task_cols:
+    for col in _TASK_TABLE_COLUMNS:
         if col not in tasks:
             tasks[col] = pd.NA
-    extra_cols = [c for c in tasks.columns if c not in task_cols]
-    tasks = tasks[task_cols + extra_cols].drop_duplicates("taskid").sort_values("taskid")
+    extra_cols = [c for c in tasks.columns if c not in _TASK_TABLE_COLUMNS]
+    tasks = tasks[_TASK_TABLE_COLUMNS + extra_cols].drop_duplicates("taskid").sort_values("taskid")
     tasks.insert(0, "jobid", jobid)
     tasks = tasks.astype({"taskid": "int64", "cpu": "Int64", "switches": "Int64"})
-    tasks = tasks.reset_index(drop=True)
+    return tasks.reset_index(drop=True)
 
+
+def _job_summary(files: list[ProfileFile]) -> dict[str, float | int]:
+    """:attr:`MpiProfile.summary`: each all-task fact from the first file that has it."""
     summary: dict[str, float | int] = {}
     for f in files:
         for key, value in f.summary.items():
             summary.setdefault(key, value)
+    return summary
+
+
+def _extremes_table(
+    files: list[ProfileFile], jobid: str, summary: dict[str, float | int]
+) -> pd.DataFrame:
+    """:attr:`MpiProfile.extremes`: each role's task from the all-task summary, else from the
+    file that names its rank the role's holder."""
     extremes = []
     for role in ROLES:
         if f"{role}_task" in summary:
-            extremes.append(
-                {
-                    "jobid": jobid,
-                    "role": role,
-                    "taskid": int(summary[f"{role}_task"]),
-                    "comm_s": float(summary[f"{role}_comm_s"]),
-                }
-            )
+            taskid = int(summary[f"{role}_task"])
+            comm_s = float(summary[f"{role}_comm_s"])
         else:
-            holder_file = next((f for f in files if role in f.roles), None)
-            if holder_file is not None:
-                extremes.append(
-                    {
-                        "jobid": jobid,
-                        "role": role,
-                        "taskid": holder_file.rank,
-                        "comm_s": holder_file.totals.get("comm_s", float("nan")),
-                    }
-                )
-    extremes_df = pd.DataFrame(extremes, columns=["jobid", "role", "taskid", "comm_s"])
-    return MpiProfile(
-        jobid=jobid,
-        files=files_df,
-        routines=rows("routines"),
-        message_sizes=rows("message_sizes"),
-        tasks=tasks,
-        extremes=extremes_df,
-        summary=summary,
-        warnings=[f"{Path(f.path).name}: {w}" for f in files for w in f.warnings],
-    )
+            holder = next((f for f in files if role in f.roles), None)
+            if holder is None:
+                continue
+            taskid, comm_s = holder.rank, holder.totals.get("comm_s", float("nan"))
+        extremes.append({"jobid": jobid, "role": role, "taskid": taskid, "comm_s": comm_s})
+    return pd.DataFrame(extremes, columns=["jobid", "role", "taskid", "comm_s"])
 
 
 def read_mpitrace_jobs(path: str | Path) -> dict[str, MpiProfile]:
