@@ -181,6 +181,37 @@ def run_sweep(
     check_points(points)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = sweep_dir / "sweep.json"
+    manifest, kept = _start_manifest(manifest_path, base, grid, points, command)
+    entries = _point_entries(points, finished_runs(sweep_dir))
+    manifest["points"] = kept + entries
+    _write_manifest(manifest_path, manifest)
+
+    todo = [(entry, config) for entry, (_, config) in zip(entries, points, strict=True)]
+    todo = [(e, c) for e, c in todo if e["status"] == "pending"]
+    bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or not todo)
+    try:
+        for entry, config in todo:
+            bar.set_postfix_str(entry["name"])
+            try:
+                _run_point(entry, config, sweep_dir, launcher, command, bar.write)
+            finally:
+                _write_manifest(manifest_path, manifest)
+                bar.update(1)
+    finally:
+        bar.close()
+    summary = summarize(sweep_dir, manifest)
+    return summary.iloc[len(kept) :].reset_index(drop=True)
+
+
+def _start_manifest(
+    manifest_path: Path,
+    base: RunConfig,
+    grid: dict[str, list],
+    points: list[tuple[str, RunConfig]],
+    command: list[str] | None,
+) -> tuple[dict, list[dict]]:
+    """The manifest of this sweep, without its points yet, and the points to keep listed from
+    an earlier sweep into the same folder (those of another grid: their runs stay there)."""
     manifest = {
         "schema": 1,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -191,15 +222,21 @@ def run_sweep(
         "base": dataclasses.asdict(base),
         "points": [],
     }
-    kept: list[dict] = []
-    if manifest_path.exists():
-        previous = json.loads(manifest_path.read_text())
-        manifest["created_at"] = previous.get("created_at", manifest["created_at"])
-        manifest["history"] = previous.get("history", []) + [previous.get("command")]
-        # points of an earlier, different grid stay listed (their runs stay in the folder)
-        wanted_configs = [dataclasses.asdict(config) for _, config in points]
-        kept = [p for p in previous.get("points", []) if p.get("config") not in wanted_configs]
-    done = finished_runs(sweep_dir)
+    if not manifest_path.exists():
+        return manifest, []
+    previous = json.loads(manifest_path.read_text())
+    manifest["created_at"] = previous.get("created_at", manifest["created_at"])
+    manifest["history"] = previous.get("history", []) + [previous.get("command")]
+    wanted_configs = [dataclasses.asdict(config) for _, config in points]
+    kept = [p for p in previous.get("points", []) if p.get("config") not in wanted_configs]
+    return manifest, kept
+
+
+def _point_entries(
+    points: list[tuple[str, RunConfig]], done: list[tuple[str, dict]]
+) -> list[dict]:
+    """One manifest entry per point: ``skipped`` when a finished run in ``done`` (see
+    :func:`finished_runs`) has its configuration, else ``pending``."""
     entries = []
     for name, config in points:
         wanted = dataclasses.asdict(config)
@@ -214,45 +251,40 @@ def run_sweep(
                 "error": None,
             }
         )
-    manifest["points"] = kept + entries
-    _write_manifest(manifest_path, manifest)
+    return entries
 
-    todo = [(entry, config) for entry, (_, config) in zip(entries, points, strict=True)]
-    todo = [(e, c) for e, c in todo if e["status"] == "pending"]
-    bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or not todo)
+
+def _run_point(
+    entry: dict,
+    config: RunConfig,
+    sweep_dir: Path,
+    launcher: Callable[..., Path],
+    command: list[str] | None,
+    report: Callable[[str], None],
+) -> None:
+    """Run one point and record in its manifest ``entry`` how it ended. A failed run is
+    reported and the sweep goes on; a stopped one (Ctrl-C, SIGTERM, SIGHUP) stops the sweep
+    too, so the exception is raised again."""
+    # Other work on the machine skews timings: record the load each point started at.
+    entry["loadavg_1min"] = round(os.getloadavg()[0], 2)
+    start = time.perf_counter()
     try:
-        for entry, config in todo:
-            bar.set_postfix_str(entry["name"])
-            # Other work on the machine skews timings: record the load each point started at.
-            entry["loadavg_1min"] = round(os.getloadavg()[0], 2)
-            start = time.perf_counter()
-            try:
-                run_dir = launcher(
-                    config, out_dir=sweep_dir, name=entry["name"], quiet=True, command=command
-                )
-                entry["status"] = "ok"
-                entry["run"] = Path(run_dir).name
-            except RunInterrupted:  # Ctrl-C, SIGTERM or SIGHUP: the sweep stops too
-                entry["status"] = "interrupted"
-                entry["run"] = _newest_run(sweep_dir, entry["name"])
-                raise
-            except RunError as exc:
-                entry["status"] = "failed"
-                entry["error"] = str(exc)
-                entry["run"] = _newest_run(sweep_dir, entry["name"])
-                bar.write(f"{entry['name']}: FAILED: {exc}")
-            except KeyboardInterrupt:
-                entry["status"] = "interrupted"
-                entry["run"] = _newest_run(sweep_dir, entry["name"])
-                raise
-            finally:
-                entry["duration_s"] = round(time.perf_counter() - start, 3)
-                _write_manifest(manifest_path, manifest)
-                bar.update(1)
+        run_dir = launcher(
+            config, out_dir=sweep_dir, name=entry["name"], quiet=True, command=command
+        )
+        entry["status"] = "ok"
+        entry["run"] = Path(run_dir).name
+    except (RunInterrupted, KeyboardInterrupt):
+        entry["status"] = "interrupted"
+        entry["run"] = _newest_run(sweep_dir, entry["name"])
+        raise
+    except RunError as exc:
+        entry["status"] = "failed"
+        entry["error"] = str(exc)
+        entry["run"] = _newest_run(sweep_dir, entry["name"])
+        report(f"{entry['name']}: FAILED: {exc}")
     finally:
-        bar.close()
-    summary = summarize(sweep_dir, manifest)
-    return summary.iloc[len(kept) :].reset_index(drop=True)
+        entry["duration_s"] = round(time.perf_counter() - start, 3)
 
 
 def _newest_run(sweep_dir: Path, name: str) -> str | None:
