@@ -461,11 +461,54 @@ def test_correct_torch_script_passes_every_check_json(tmp_path, cpu_lock, horovo
     assert (tmp_path / "checkpoint.pt").exists()  # the script ran in cwd
 
 
+@pytest.mark.live
+def test_correct_script_over_two_epochs_with_warmup_passes_every_check(
+    tmp_path, cpu_lock, horovod_ready
+):
+    # 2 epochs of 8 steps (the whole shard of 128 each), set_epoch(epoch) reshuffling the
+    # shards, and a warmup from 0.05 to 2 x 0.05 over the first epoch's 8 steps.
+    args = ("--epochs", "2", "--steps", "8", "--warmup-epochs", "1")
+    report = run_check("torch_correct.py", tmp_path, args=args)
+    assert report.exit_code == 0, report.text()
+    assert all(c.ok is True for c in report.checks.values()), report.text()
+    assert report.checks["sharded"].evidence.startswith(
+        "rank 0 and rank 1 saw 0 common samples within each of 2 epochs (256 and 256 samples "
+        "in all; epochs: set_epoch calls); "
+    )
+    assert report.checks["lr_scaled"].evidence == (
+        "linear scaling: lr 0.1 at np=2 (reached at step 9 of 16, after a warmup from 0.05) "
+        "vs 0.05 at np=1 (x2)"
+    )
+
+
+@pytest.mark.live
+def test_correct_script_without_set_epoch_passes_sharded_over_three_epochs(
+    tmp_path, cpu_lock, horovod_ready
+):
+    # No set_epoch: the sampler repeats its first order, and the epochs are cut where each
+    # rank's samples repeat (3 epochs of 4 steps: 64 samples per rank and epoch).
+    args = ("--epochs", "3", "--steps", "4", "--no-set-epoch")
+    report = run_check("torch_correct.py", tmp_path, args=args, base_run=False)
+    sharded = report.checks["sharded"]
+    assert sharded.ok is True, report.text()
+    assert sharded.evidence == (
+        "rank 0 and rank 1 saw 0 common samples within each of 3 epochs (192 and 192 samples in "
+        "all; epochs: cut where a rank's samples repeat); every epoch in the same order on each "
+        "rank (a shuffle needs set_epoch(epoch))"
+    )
+
+
 MISSING = [
     ("torch_no_broadcast.py", "broadcast", "differ on 4 of 4 tensors before the first step"),
     ("torch_same_seed_no_broadcast.py", "broadcast", "nothing was broadcast"),
     ("torch_no_distributed_optimizer.py", "averaged", "step 1: gradients differ on 4 of 4"),
     ("torch_not_sharded.py", "sharded", "saw 64 common samples of 64 and 64 (100%)"),
+    # Every rank reads the whole data set twice: the same 256 samples in each epoch.
+    (
+        "torch_not_sharded.py --epochs 2 --steps 16",
+        "sharded",
+        "saw 256 common samples of 256 and 256 in epoch 1 of 2 (100%; 2 of 2 epochs overlap)",
+    ),
     ("torch_checkpoint_every_rank.py", "rank0_checkpoint", "rank 1 saved 1 file"),
 ]
 
@@ -475,7 +518,8 @@ MISSING = [
 def test_each_missing_practice_is_the_one_that_fails(
     name, practice, evidence, tmp_path, cpu_lock, horovod_ready
 ):
-    report = run_check(name, tmp_path, base_run=False)
+    name, *args = name.split()
+    report = run_check(name, tmp_path, args=args, base_run=False)
     assert report.exit_code == 1
     failed = [n for n, c in report.checks.items() if c.ok is False]
     assert failed == [practice]
@@ -541,7 +585,13 @@ def test_tensorflow_custom_loop_correct_and_without_distributed_tape(
 
 @pytest.mark.live
 def test_keras_fit_with_horovod_callbacks_passes(tmp_path, cpu_lock, horovod_ready):
-    report = run_check("tf_keras_fit.py", tmp_path)
+    # 2 epochs of each rank's 64 samples, reshuffled by fit(shuffle=True): no set_epoch, so
+    # the epochs are cut where a rank's samples repeat.
+    report = run_check("tf_keras_fit.py", tmp_path, args=("--epochs", "2"))
     assert report.exit_code == 0, report.text()
     assert all(c.ok is True for c in report.checks.values()), report.text()
-    assert "at each of 4 steps" in report.checks["averaged"].evidence  # 64 samples / 16
+    assert "at each of 8 steps" in report.checks["averaged"].evidence  # 2 x 64 samples / 16
+    assert report.checks["sharded"].evidence.startswith(
+        "rank 0 and rank 1 saw 0 common samples within each of 2 epochs (128 and 128 samples "
+        "in all; epochs: cut where a rank's samples repeat)"
+    )

@@ -1,7 +1,9 @@
 """A correct Horovod Keras program (model.fit with horovod.tensorflow.keras): distributed
-optimizer, broadcast callback, a shard per rank, weights saved on rank 0, scaled lr.
-Fixture of tests/test_check.py (it does not import workshop)."""
+optimizer, broadcast callback, a shard per rank (reshuffled every epoch: ``--epochs``),
+weights saved on rank 0, scaled lr. Fixture of tests/test_check.py (it does not import
+workshop)."""
 
+import argparse
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -9,6 +11,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import horovod.tensorflow.keras as hvd  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=1)
+args = parser.parse_args()
 
 hvd.init()
 tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -34,8 +40,8 @@ model.fit(
     x_shard[:64],
     y_shard[:64],
     batch_size=16,
-    epochs=1,
-    shuffle=False,
+    epochs=args.epochs,
+    shuffle=True,
     callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)],
     verbose=2 if hvd.rank() == 0 else 0,
 )
