@@ -569,20 +569,12 @@ def run_or_replay(name: str, live: bool, *, work_dir: str | os.PathLike = ".") -
     return Launch(found["command"], found["returncode"], found["output"], found["seconds"])
 
 
-#: The arguments ``workshop check`` runs a lesson script with ("{ckpt}": a fresh folder).
-#: One epoch: the checker compares the samples each rank saw over the whole run, and the
-#: sampler's new shuffle each epoch hands a rank samples another rank had the epoch before.
-#: The skeleton has no --warmup-epochs yet; the checker judges the LR by the first step, so
-#: the filled-in scripts run without warmup.
+#: The arguments ``workshop check`` runs a lesson script with ("{ckpt}": a fresh folder): the
+#: script's defaults (2 epochs, a warmup of 1 epoch in the solution), 10 steps per epoch to
+#: keep it short, and a checkpoint folder so that the saves can be judged.
 CHECK_ARGS = {
-    "check_skeleton": (
-        "hvd_torch_skeleton.py",
-        ("--epochs", "1", "--steps", "10", "--checkpoint", "{ckpt}"),
-    ),
-    "check_solution": (
-        "hvd_torch_solution.py",
-        ("--epochs", "1", "--steps", "10", "--checkpoint", "{ckpt}", "--warmup-epochs", "0"),
-    ),
+    "check_skeleton": ("hvd_torch_skeleton.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
+    "check_solution": ("hvd_torch_solution.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
 }
 
 

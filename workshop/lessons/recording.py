@@ -94,10 +94,14 @@ def record(out_dir: Path, names: list[str] | None = None) -> list[Path]:
     for name in lessons.CHECK_ARGS:
         if names is None or name in names:
             report = lessons.run_check(name)
+            script, args = lessons.CHECK_ARGS[name]
+            # what lessons.run_check ran, as a command line
+            command = ["workshop", "check", script, "-np", str(report.np), "--framework", "torch"]
             payload = {
                 "name": name,
-                "script": lessons.CHECK_ARGS[name][0],
-                "args": list(lessons.CHECK_ARGS[name][1]),
+                "script": script,
+                "args": list(args),
+                "command": [*command, "--", *args],
                 "np": report.np,
                 "report": report.to_dict(),
                 "text": report.text(),
