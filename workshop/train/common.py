@@ -17,13 +17,18 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 # The LR rules live in workshop.rules (the analyses use the same ones); the training programs
 # import them from here.
 from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
+
+if TYPE_CHECKING:
+    from workshop.train.device import DeviceChoice
 
 # Sample the process start as early as possible: init time is measured from here.
 PROCESS_START = time.time()
@@ -153,32 +158,209 @@ def run_rank(rank: int, run_dir: Path, body: Callable[[RankIO], None]) -> int:
     return 0
 
 
+def pin_device(
+    hvd: Any, args, rank_io: RankIO, *, gpu_count: int, pin: Callable
+) -> tuple[DeviceChoice, str]:
+    """Choose this rank's device (``--device``, the launcher's environment and Horovod's local
+    rank decide) and pin the framework to it; rank 0 prints the note of a surprising choice.
+
+    Args:
+        hvd: the initialised Horovod framework module.
+        args: the parsed :func:`build_parser` arguments.
+        rank_io: this rank's :class:`RankIO`.
+        gpu_count: GPUs the framework sees.
+        pin: the framework's pinning function (``pin_torch`` or ``pin_tensorflow``).
+
+    Returns:
+        The :class:`~workshop.train.device.DeviceChoice` and its description for the logs,
+        e.g. ``"cpu"`` or ``"cuda:1 (NVIDIA A100-SXM4-40GB)"``.
+    """
+    from workshop.train.device import horovod_gpu_support, select_device_from_env
+
+    choice = select_device_from_env(
+        args.device,
+        gpu_count,
+        horovod_gpu=horovod_gpu_support(hvd),
+        local_rank=hvd.local_rank(),
+        local_size=hvd.local_size(),
+    )
+    device_name = pin(choice)
+    if choice.note and hvd.rank() == 0:
+        rank_io.print(f"device: {choice.note}")
+    return choice, device_name
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Batch sizes, steps and learning rates of a run: the same on every rank."""
+
+    batch_size: int  # samples per worker and backward pass
+    passes: int  # backward passes (batches) per worker and optimizer step
+    global_batch: int  # samples per optimizer step, all workers together
+    steps_per_epoch: int
+    base_lr: float  # the LR at the base batch size, where warmup starts
+    target_lr: float  # the LR scaled to the global batch, reached after warmup
+
+    @property
+    def step_samples(self) -> int:
+        """Samples per worker and optimizer step."""
+        return self.batch_size * self.passes
+
+
+def plan_steps(args, size: int, train_samples: int) -> StepPlan:
+    """The :class:`StepPlan` of ``size`` workers sharing ``train_samples`` training samples.
+
+    One optimizer step averages the gradients of ``--backward-passes-per-step`` batches on
+    every worker; the LR is scaled from ``--base-batch-size`` (default: one worker's step) to
+    that global batch; ``--steps-per-epoch`` caps the steps that one shard allows.
+
+    >>> from argparse import Namespace
+    >>> args = Namespace(batch_size=32, backward_passes_per_step=2, base_batch_size=None,
+    ...                  lr=0.01, lr_scaling="linear", steps_per_epoch=None)
+    >>> plan = plan_steps(args, size=2, train_samples=1000)  # 500 per shard, 64 per step
+    >>> plan.global_batch, plan.steps_per_epoch, round(plan.target_lr, 6)
+    (128, 7, 0.02)
+    """
+    passes = args.backward_passes_per_step
+    step_samples = args.batch_size * passes
+    global_batch = step_samples * size
+    base_batch = args.base_batch_size or step_samples
+    steps_per_epoch = max(1, (train_samples // size) // step_samples)
+    if args.steps_per_epoch:
+        steps_per_epoch = min(steps_per_epoch, args.steps_per_epoch)
+    return StepPlan(
+        batch_size=args.batch_size,
+        passes=passes,
+        global_batch=global_batch,
+        steps_per_epoch=steps_per_epoch,
+        base_lr=args.lr,
+        target_lr=scaled_lr(args.lr, global_batch, base_batch, args.lr_scaling),
+    )
+
+
+@dataclass(frozen=True)
+class Reductions:
+    """A framework's Horovod allreduces of one scalar metric, ``f(value, name) -> float``:
+    ``mean`` averages it over the ranks, ``slowest`` takes the largest (times)."""
+
+    mean: Callable[[Any, str], float]
+    slowest: Callable[[Any, str], float]
+
+
+@dataclass(frozen=True)
+class EpochTotals:
+    """One rank's sums over one epoch's training steps, before the reduction over ranks
+    (framework scalars or Python numbers)."""
+
+    loss_sum: Any  # the batch losses times the batch sizes
+    correct: Any  # correctly classified samples (unused for regression)
+    seen: int  # samples this rank trained on
+    lr: float  # the LR of the epoch's last step
+
+
+def run_training(
+    framework: str,
+    args,
+    rank_io: RankIO,
+    hvd: Any,
+    plan: StepPlan,
+    *,
+    dataset: Any,
+    device: str,
+    threads: int,
+    reduce: Reductions,
+    train_epoch: Callable[[np.ndarray, int], EpochTotals],
+    evaluate: Callable[[], tuple[Any, Any]],
+) -> None:
+    """Train ``args.epochs`` epochs, timing training and testing apart; write each epoch,
+    reduced over ranks, to metrics.jsonl and the console, and summary.json at the end (rank 0).
+
+    Args:
+        framework: ``"torch"`` or ``"tensorflow"`` (summary.json's ``framework``).
+        args: the parsed :func:`build_parser` arguments.
+        rank_io: this rank's :class:`RankIO`.
+        hvd: the initialised Horovod framework module (rank, size, the devices of all ranks).
+        plan: from :func:`plan_steps`.
+        dataset: the :class:`workshop.train.data.Dataset` being trained on.
+        device: this rank's device, as pinned (see :func:`pin_device`).
+        threads: this rank's compute threads.
+        reduce: the framework's allreduces.
+        train_epoch: ``train_epoch(indices, first_step)`` runs ``plan.steps_per_epoch``
+            optimizer steps on the sample ``indices`` of this rank's shard, numbering the steps
+            from ``first_step`` (the LR schedule counts them); device work must be finished
+            when it returns, so the time is right.
+        evaluate: returns this rank's ``(test_loss, test_score)``.
+    """
+    init_time_s = time.time() - PROCESS_START
+    rank, size = hvd.rank(), hvd.size()
+    train_start = time.perf_counter()
+    train_total_s = 0.0
+    record = {}
+    for epoch in range(1, args.epochs + 1):
+        indices = shard_indices(len(dataset.y_train), rank, size, epoch, args.seed)
+        epoch_start = time.perf_counter()
+        totals = train_epoch(indices, (epoch - 1) * plan.steps_per_epoch)
+        train_time_s = time.perf_counter() - epoch_start
+
+        test_start = time.perf_counter()
+        test_loss, test_score = evaluate()
+        test_time_s = time.perf_counter() - test_start
+        train_total_s += train_time_s
+
+        record = epoch_record(
+            epoch,
+            totals,
+            reduce,
+            train_time_s=train_time_s,
+            test_time_s=test_time_s,
+            steps=plan.steps_per_epoch,
+            size=size,
+            test_loss=test_loss,
+            test_score=test_score,
+            elapsed_s=time.perf_counter() - train_start,
+            regression=dataset.task == "regression",
+        )
+        rank_io.write_epoch(record, dataset.task)
+
+    rank_io.write_summary(
+        run_summary(
+            framework,
+            args,
+            size=size,
+            device=device,
+            devices=hvd.allgather_object(device),
+            threads=threads,
+            data_info=dataset.info,
+            init_time_s=init_time_s,
+            train_time_s=train_total_s,
+            plan=plan,
+            last_epoch=record,
+        )
+    )
+
+
 def epoch_record(
     epoch: int,
+    totals: EpochTotals,
+    reduce: Reductions,
     *,
-    mean: Callable,
-    slowest: Callable,
     train_time_s: float,
     test_time_s: float,
     steps: int,
-    seen: int,
     size: int,
-    loss_sum,
-    correct,
     test_loss,
     test_score,
-    lr: float,
     elapsed_s: float,
     regression: bool,
 ) -> dict:
     """One line of metrics.jsonl (see docs/run-directory.md), reduced over ranks.
 
-    ``mean(value, name)`` and ``slowest(value, name)`` are the framework's Horovod allreduces
-    (average and max); every rank must call this, in the same order.
+    ``reduce`` holds the framework's Horovod allreduces (average and max); every rank must
+    call this, in the same order.
     """
-    train_time_s = slowest(train_time_s, "metric.train_time")
-    samples = seen * size
-    test_time_s = slowest(test_time_s, "metric.test_time")
+    train_time_s = reduce.slowest(train_time_s, "metric.train_time")
+    samples = totals.seen * size
+    test_time_s = reduce.slowest(test_time_s, "metric.test_time")
     return {
         "epoch": epoch,
         "train_time_s": round(train_time_s, 6),
@@ -187,11 +369,15 @@ def epoch_record(
         "samples_per_s": round(samples / train_time_s, 3) if train_time_s > 0 else None,
         "steps": steps,
         "samples": samples,
-        "train_loss": mean(loss_sum / seen, "metric.train_loss"),
-        "train_accuracy": None if regression else mean(correct / seen, "metric.train_accuracy"),
-        "test_loss": mean(test_loss, "metric.test_loss"),
-        "test_accuracy": mean(test_score, "metric.test_accuracy"),
-        "lr": lr,
+        "train_loss": reduce.mean(totals.loss_sum / totals.seen, "metric.train_loss"),
+        "train_accuracy": (
+            None
+            if regression
+            else reduce.mean(totals.correct / totals.seen, "metric.train_accuracy")
+        ),
+        "test_loss": reduce.mean(test_loss, "metric.test_loss"),
+        "test_accuracy": reduce.mean(test_score, "metric.test_accuracy"),
+        "lr": totals.lr,
         "elapsed_s": round(elapsed_s, 6),
     }
 
@@ -207,9 +393,7 @@ def run_summary(
     data_info: dict,
     init_time_s: float,
     train_time_s: float,
-    steps_per_epoch: int,
-    global_batch: int,
-    lr_effective: float,
+    plan: StepPlan,
     last_epoch: dict,
 ) -> dict:
     """summary.json: rank 0's end-of-run numbers (see docs/run-directory.md)."""
@@ -224,9 +408,9 @@ def run_summary(
         "train_time_s": round(train_time_s, 6),
         "total_time_s": round(time.time() - PROCESS_START, 6),
         "epochs": args.epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "global_batch_size": global_batch,
-        "lr_effective": lr_effective,
+        "steps_per_epoch": plan.steps_per_epoch,
+        "global_batch_size": plan.global_batch,
+        "lr_effective": plan.target_lr,
         "final_test_accuracy": last_epoch.get("test_accuracy"),
     }
 

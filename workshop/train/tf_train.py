@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import os
 import sys
-import time
+from functools import partial
 
 from workshop.train.common import (
-    PROCESS_START,
+    EpochTotals,
+    Reductions,
+    StepPlan,
     build_parser,
     env_rank,
-    epoch_record,
     inject_fault,
     lr_at,
+    pin_device,
+    plan_steps,
     run_rank,
-    run_summary,
-    scaled_lr,
+    run_training,
     shard_indices,
     threads_per_rank,
 )
@@ -81,36 +83,18 @@ def channels_last(x):
 
 def train(args, rank_io) -> None:
     import horovod.tensorflow as hvd
-    import numpy as np
     import tensorflow as tf
 
     from workshop.train import data as datasets
-    from workshop.train.device import (
-        horovod_gpu_support,
-        pin_tensorflow,
-        select_device_from_env,
-        tensorflow_gpu_count,
-    )
+    from workshop.train.device import pin_tensorflow, tensorflow_gpu_count
 
-    if args.backward_passes_per_step != 1:
-        # Horovod 0.28.1: DistributedGradientTape takes no backward_passes_per_step.
-        raise ValueError(
-            "--backward-passes-per-step is not supported by the TensorFlow "
-            "program (hvd.DistributedGradientTape has no such argument)"
-        )
+    reject_gradient_accumulation(args.backward_passes_per_step)
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     inject_fault(rank)
-    choice = select_device_from_env(
-        args.device,
-        tensorflow_gpu_count(),
-        horovod_gpu=horovod_gpu_support(hvd),
-        local_rank=hvd.local_rank(),
-        local_size=hvd.local_size(),
+    _, device_name = pin_device(
+        hvd, args, rank_io, gpu_count=tensorflow_gpu_count(), pin=pin_tensorflow
     )
-    device_name = pin_tensorflow(choice)
-    if choice.note and rank == 0:
-        rank_io.print(f"device: {choice.note}")
     threads = threads_per_rank(hvd.local_size(), args.threads)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -123,24 +107,76 @@ def train(args, rank_io) -> None:
     x_test = tf.constant(channels_last(dataset.x_test[test_idx]))
     y_test = tf.constant(dataset.y_test[test_idx])
 
+    plan = plan_steps(args, size, len(y_train))
     model = build_model(args.dataset)
-    global_batch = args.batch_size * size
-    base_batch = args.base_batch_size or args.batch_size
-    base_lr = args.lr
-    target_lr = scaled_lr(base_lr, global_batch, base_batch, args.lr_scaling)
-    optimizer = tf.keras.optimizers.legacy.SGD(learning_rate=base_lr, momentum=args.momentum)
-    compression = getattr(hvd.Compression, args.compression)
+    optimizer = tf.keras.optimizers.legacy.SGD(learning_rate=plan.base_lr, momentum=args.momentum)
+    loss_fn = loss_function(regression)
+    step_fn = distributed_step(hvd, model, optimizer, loss_fn, args.compression)
+    rank_io.print(
+        f"workshop.train.tf_train: np={size} device={device_name} threads/rank={threads} "
+        f"data={dataset.info['source']} batch={args.batch_size}/worker "
+        f"({plan.global_batch} global) steps/epoch={plan.steps_per_epoch} "
+        f"lr {plan.base_lr:g} -> {plan.target_lr:g} "
+        f"({args.lr_scaling}, warmup {args.warmup_epochs:g} epochs) "
+        f"compression={args.compression}"
+    )
+    run_training(
+        "tensorflow",
+        args,
+        rank_io,
+        hvd,
+        plan,
+        dataset=dataset,
+        device=device_name,
+        threads=threads,
+        reduce=tensorflow_reductions(hvd),
+        train_epoch=partial(
+            train_epoch,
+            step_fn=step_fn,
+            optimizer=optimizer,
+            x_train=x_train,
+            y_train=y_train,
+            plan=plan,
+            warmup_epochs=args.warmup_epochs,
+            regression=regression,
+        ),
+        evaluate=partial(evaluate, model, loss_fn, x_test, y_test, regression=regression),
+    )
+    hvd.shutdown()
+
+
+def reject_gradient_accumulation(backward_passes_per_step: int) -> None:
+    """Stop before Horovod starts: this program cannot accumulate gradients."""
+    if backward_passes_per_step != 1:
+        # Horovod 0.28.1: DistributedGradientTape takes no backward_passes_per_step.
+        raise ValueError(
+            "--backward-passes-per-step is not supported by the TensorFlow "
+            "program (hvd.DistributedGradientTape has no such argument)"
+        )
+
+
+def loss_function(regression: bool):
+    """Mean squared error for the regression, cross-entropy of the logits for the classes."""
+    import tensorflow as tf
+
     if regression:
-        loss_fn = tf.keras.losses.MeanSquaredError()
-    else:
-        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return tf.keras.losses.MeanSquaredError()
+    return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def distributed_step(hvd, model, optimizer, loss_fn, compression: str):
+    """The compiled training step ``step_fn(inputs, targets, first_batch) -> (loss, outputs)``:
+    gradients averaged over the workers by ``hvd.DistributedGradientTape``."""
+    import tensorflow as tf
+
+    compressor = getattr(hvd.Compression, compression)
 
     @tf.function
-    def train_step(inputs, targets, first_batch):
+    def step_fn(inputs, targets, first_batch):
         with tf.GradientTape() as tape:
             outputs = model(inputs, training=True)
             loss = loss_fn(targets, outputs)
-        tape = hvd.DistributedGradientTape(tape, compression=compression)
+        tape = hvd.DistributedGradientTape(tape, compression=compressor)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         # Horovod practice: broadcast after the first step, once the optimizer has its slots.
@@ -149,96 +185,65 @@ def train(args, rank_io) -> None:
             hvd.broadcast_variables(optimizer.variables(), root_rank=0)
         return loss, outputs
 
-    shard_size = len(y_train) // size
-    steps_per_epoch = max(1, shard_size // args.batch_size)
-    if args.steps_per_epoch:
-        steps_per_epoch = min(steps_per_epoch, args.steps_per_epoch)
-    rank_io.print(
-        f"workshop.train.tf_train: np={size} device={device_name} threads/rank={threads} "
-        f"data={dataset.info['source']} batch={args.batch_size}/worker ({global_batch} global) "
-        f"steps/epoch={steps_per_epoch} lr {base_lr:g} -> {target_lr:g} "
-        f"({args.lr_scaling}, warmup {args.warmup_epochs:g} epochs) "
-        f"compression={args.compression}"
-    )
-    init_time_s = time.time() - PROCESS_START
-    train_start = time.perf_counter()
-    step = 0
-    lr = base_lr
-    train_total_s = 0.0
-    record = {}
-    for epoch in range(1, args.epochs + 1):
-        indices = shard_indices(len(y_train), rank, size, epoch, args.seed)
-        epoch_start = time.perf_counter()
-        loss_sum, correct, seen = 0.0, 0, 0
-        for batch in range(steps_per_epoch):
-            lr = lr_at(step, steps_per_epoch, base_lr, target_lr, args.warmup_epochs)
-            optimizer.learning_rate.assign(lr)
-            idx = indices[batch * args.batch_size : (batch + 1) * args.batch_size]
-            loss, outputs = train_step(
-                tf.constant(x_train[idx]), tf.constant(y_train[idx]), step == 0
-            )
-            step += 1
-            loss_sum += float(loss) * len(idx)
-            if not regression:
-                correct += int(np.sum(np.argmax(outputs, axis=1) == y_train[idx]))
-            seen += len(idx)
-        train_time_s = time.perf_counter() - epoch_start
+    return step_fn
 
-        test_start = time.perf_counter()
-        outputs = model(x_test, training=False)
-        test_loss = float(loss_fn(y_test, outputs))
-        if regression:
-            from workshop.train.materials import materials_score
 
-            test_score = materials_score(y_test.numpy(), outputs.numpy())
-        else:
-            test_score = float(np.mean(np.argmax(outputs, axis=1) == y_test.numpy()))
-        test_time_s = time.perf_counter() - test_start
-        train_total_s += train_time_s
+def train_epoch(
+    indices,
+    first_step: int,
+    *,
+    step_fn,
+    optimizer,
+    x_train,
+    y_train,
+    plan: StepPlan,
+    warmup_epochs: float,
+    regression: bool,
+) -> EpochTotals:
+    """One epoch's optimizer steps on this rank's shard ``indices`` (see
+    :func:`workshop.train.common.run_epochs`)."""
+    import numpy as np
+    import tensorflow as tf
 
-        def mean(value, name):
-            return float(hvd.allreduce(tf.constant(value, tf.float32), op=hvd.Average, name=name))
+    loss_sum, correct, seen = 0.0, 0, 0
+    lr = plan.base_lr
+    for batch in range(plan.steps_per_epoch):
+        step = first_step + batch
+        lr = lr_at(step, plan.steps_per_epoch, plan.base_lr, plan.target_lr, warmup_epochs)
+        optimizer.learning_rate.assign(lr)
+        idx = indices[batch * plan.batch_size : (batch + 1) * plan.batch_size]
+        loss, outputs = step_fn(tf.constant(x_train[idx]), tf.constant(y_train[idx]), step == 0)
+        loss_sum += float(loss) * len(idx)
+        if not regression:
+            correct += int(np.sum(np.argmax(outputs, axis=1) == y_train[idx]))
+        seen += len(idx)
+    return EpochTotals(loss_sum=loss_sum, correct=correct, seen=seen, lr=lr)
 
-        def slowest(value, name):
-            return float(hvd.allreduce(tf.constant(value, tf.float64), op=hvd.Max, name=name))
 
-        record = epoch_record(
-            epoch,
-            mean=mean,
-            slowest=slowest,
-            train_time_s=train_time_s,
-            test_time_s=test_time_s,
-            steps=steps_per_epoch,
-            seen=seen,
-            size=size,
-            loss_sum=loss_sum,
-            correct=correct,
-            test_loss=test_loss,
-            test_score=test_score,
-            lr=lr,
-            elapsed_s=time.perf_counter() - train_start,
-            regression=regression,
-        )
-        rank_io.write_epoch(record, dataset.task)
+def evaluate(model, loss_fn, x_test, y_test, *, regression: bool) -> tuple[float, float]:
+    """This rank's test loss and score (accuracy, or R2 for the materials regression)."""
+    import numpy as np
 
-    rank_io.write_summary(
-        run_summary(
-            "tensorflow",
-            args,
-            size=size,
-            device=device_name,
-            devices=hvd.allgather_object(device_name),
-            threads=threads,
-            data_info=dataset.info,
-            init_time_s=init_time_s,
-            train_time_s=train_total_s,
-            steps_per_epoch=steps_per_epoch,
-            global_batch=global_batch,
-            lr_effective=target_lr,
-            last_epoch=record,
-        )
-    )
-    hvd.shutdown()
+    outputs = model(x_test, training=False)
+    test_loss = float(loss_fn(y_test, outputs))
+    if regression:
+        from workshop.train.materials import materials_score
+
+        return test_loss, materials_score(y_test.numpy(), outputs.numpy())
+    return test_loss, float(np.mean(np.argmax(outputs, axis=1) == y_test.numpy()))
+
+
+def tensorflow_reductions(hvd) -> Reductions:
+    """Average and maximum of a metric over the ranks, with horovod.tensorflow's allreduce."""
+    import tensorflow as tf
+
+    def mean(value, name):
+        return float(hvd.allreduce(tf.constant(value, tf.float32), op=hvd.Average, name=name))
+
+    def slowest(value, name):
+        return float(hvd.allreduce(tf.constant(value, tf.float64), op=hvd.Max, name=name))
+
+    return Reductions(mean=mean, slowest=slowest)
 
 
 def main(argv: list[str] | None = None) -> int:

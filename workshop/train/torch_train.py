@@ -15,18 +15,20 @@ print on rank 0.
 from __future__ import annotations
 
 import sys
-import time
+from functools import partial
 
 from workshop.train.common import (
-    PROCESS_START,
+    EpochTotals,
+    Reductions,
+    StepPlan,
     build_parser,
     env_rank,
-    epoch_record,
     inject_fault,
     lr_at,
+    pin_device,
+    plan_steps,
     run_rank,
-    run_summary,
-    scaled_lr,
+    run_training,
     shard_indices,
     threads_per_rank,
 )
@@ -76,26 +78,14 @@ def train(args, rank_io) -> None:
     import torch
 
     from workshop.train import data as datasets
-    from workshop.train.device import (
-        horovod_gpu_support,
-        pin_torch,
-        select_device_from_env,
-        torch_gpu_count,
-    )
+    from workshop.train.device import pin_torch, torch_gpu_count
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     inject_fault(rank)
-    choice = select_device_from_env(
-        args.device,
-        torch_gpu_count(),
-        horovod_gpu=horovod_gpu_support(hvd),
-        local_rank=hvd.local_rank(),
-        local_size=hvd.local_size(),
+    choice, device_name = pin_device(
+        hvd, args, rank_io, gpu_count=torch_gpu_count(), pin=pin_torch
     )
-    device_name = pin_torch(choice)
-    if choice.note and rank == 0:
-        rank_io.print(f"device: {choice.note}")
     threads = threads_per_rank(hvd.local_size(), args.threads)
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
@@ -109,135 +99,142 @@ def train(args, rank_io) -> None:
     x_test = torch.from_numpy(dataset.x_test[test_idx]).to(device)
     y_test = torch.from_numpy(dataset.y_test[test_idx]).to(device)
 
+    plan = plan_steps(args, size, len(y_train))
     model = build_model(args.dataset).to(device)
-    passes = args.backward_passes_per_step
-    # one optimizer step averages the gradients of `passes` batches on every worker
-    global_batch = args.batch_size * passes * size
-    base_batch = args.base_batch_size or args.batch_size * passes
-    base_lr = args.lr
-    target_lr = scaled_lr(base_lr, global_batch, base_batch, args.lr_scaling)
-    optimizer = torch.optim.SGD(model.parameters(), lr=base_lr, momentum=args.momentum)
-    # backward_passes_per_step: Horovod's hooks count the backward passes and start the
-    # allreduce of a gradient only on the last one; the gradients add up in .grad until then.
+    optimizer = distributed_optimizer(hvd, model, args)
+    loss_fn = torch.nn.MSELoss() if regression else torch.nn.CrossEntropyLoss()
+    rank_io.print(
+        f"workshop.train.torch_train: np={size} device={device_name} threads/rank={threads} "
+        f"data={dataset.info['source']} batch={args.batch_size}/worker x {plan.passes} backward "
+        f"pass(es)/step ({plan.global_batch} global) steps/epoch={plan.steps_per_epoch} "
+        f"lr {plan.base_lr:g} -> {plan.target_lr:g} ({args.lr_scaling}, warmup "
+        f"{args.warmup_epochs:g} epochs) compression={args.compression}"
+    )
+    run_training(
+        "torch",
+        args,
+        rank_io,
+        hvd,
+        plan,
+        dataset=dataset,
+        device=device_name,
+        threads=threads,
+        reduce=torch_reductions(hvd),
+        train_epoch=partial(
+            train_epoch,
+            model=model,
+            optimizer=optimizer,
+            loss_fn=loss_fn,
+            x_train=x_train,
+            y_train=y_train,
+            device=device,
+            plan=plan,
+            warmup_epochs=args.warmup_epochs,
+            regression=regression,
+        ),
+        evaluate=partial(evaluate, model, loss_fn, x_test, y_test, regression=regression),
+    )
+    hvd.shutdown()
+
+
+def distributed_optimizer(hvd, model, args):
+    """SGD wrapped in ``hvd.DistributedOptimizer``, with the model's parameters and the
+    optimizer's state broadcast from rank 0 so that every worker starts alike.
+
+    ``backward_passes_per_step``: Horovod's hooks count the backward passes and start the
+    allreduce of a gradient only on the last one; the gradients add up in ``.grad`` until then.
+    """
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     optimizer = hvd.DistributedOptimizer(
         optimizer,
         named_parameters=model.named_parameters(),
         compression=getattr(hvd.Compression, args.compression),
-        backward_passes_per_step=passes,
+        backward_passes_per_step=args.backward_passes_per_step,
     )
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    loss_fn = torch.nn.MSELoss() if regression else torch.nn.CrossEntropyLoss()
+    return optimizer
 
-    shard_size = len(y_train) // size
-    step_samples = args.batch_size * passes  # per worker and optimizer step
-    steps_per_epoch = max(1, shard_size // step_samples)
-    if args.steps_per_epoch:
-        steps_per_epoch = min(steps_per_epoch, args.steps_per_epoch)
-    rank_io.print(
-        f"workshop.train.torch_train: np={size} device={device_name} threads/rank={threads} "
-        f"data={dataset.info['source']} batch={args.batch_size}/worker x {passes} backward "
-        f"pass(es)/step ({global_batch} global) steps/epoch={steps_per_epoch} "
-        f"lr {base_lr:g} -> {target_lr:g} ({args.lr_scaling}, warmup {args.warmup_epochs:g} "
-        f"epochs) compression={args.compression}"
-    )
-    init_time_s = time.time() - PROCESS_START
-    train_start = time.perf_counter()
-    step = 0
-    lr = base_lr
-    train_total_s = 0.0
-    record = {}
-    for epoch in range(1, args.epochs + 1):
-        model.train()
-        indices = shard_indices(len(y_train), rank, size, epoch, args.seed)
-        epoch_start = time.perf_counter()
-        loss_sum = torch.zeros((), device=device)
-        correct = torch.zeros((), device=device)
-        seen = 0
-        for batch in range(steps_per_epoch):
-            lr = lr_at(step, steps_per_epoch, base_lr, target_lr, args.warmup_epochs)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.zero_grad()
-            for part in range(passes):
-                first = batch * step_samples + part * args.batch_size
-                idx = torch.from_numpy(indices[first : first + args.batch_size])
-                inputs, targets = x_train[idx].to(device), y_train[idx].to(device)
-                outputs = model(inputs)
-                loss = loss_fn(outputs, targets)
-                # the step applies the sum of the passes' gradients: average them instead
-                (loss / passes).backward()
-                loss_sum += loss.detach() * len(idx)
-                if not regression:
-                    correct += (outputs.argmax(1) == targets).sum()
-                seen += len(idx)
-            optimizer.step()
-            step += 1
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        train_time_s = time.perf_counter() - epoch_start
 
-        test_start = time.perf_counter()
-        model.eval()
-        with torch.no_grad():
-            outputs = model(x_test)
-            test_loss = loss_fn(outputs, y_test)
-            if regression:
-                from workshop.train.materials import materials_score
+def train_epoch(
+    indices,
+    first_step: int,
+    *,
+    model,
+    optimizer,
+    loss_fn,
+    x_train,
+    y_train,
+    device,
+    plan: StepPlan,
+    warmup_epochs: float,
+    regression: bool,
+) -> EpochTotals:
+    """One epoch's optimizer steps on this rank's shard ``indices`` (see
+    :func:`workshop.train.common.run_epochs`); each step takes ``plan.passes`` batches."""
+    import torch
 
-                test_score = torch.tensor(
-                    materials_score(y_test.cpu().numpy(), outputs.cpu().numpy())
-                )
-            else:
-                test_score = (outputs.argmax(1) == y_test).float().mean()
-        test_time_s = time.perf_counter() - test_start
-        train_total_s += train_time_s
+    model.train()
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device)
+    seen = 0
+    lr = plan.base_lr
+    for batch in range(plan.steps_per_epoch):
+        step = first_step + batch
+        lr = lr_at(step, plan.steps_per_epoch, plan.base_lr, plan.target_lr, warmup_epochs)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        for part in range(plan.passes):
+            first = batch * plan.step_samples + part * plan.batch_size
+            idx = torch.from_numpy(indices[first : first + plan.batch_size])
+            inputs, targets = x_train[idx].to(device), y_train[idx].to(device)
+            outputs = model(inputs)
+            loss = loss_fn(outputs, targets)
+            # the step applies the sum of the passes' gradients: average them instead
+            (loss / plan.passes).backward()
+            loss_sum += loss.detach() * len(idx)
+            if not regression:
+                correct += (outputs.argmax(1) == targets).sum()
+            seen += len(idx)
+        optimizer.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return EpochTotals(loss_sum=loss_sum, correct=correct, seen=seen, lr=lr)
 
-        def mean(value, name):
-            return hvd.allreduce(
-                torch.as_tensor(value, dtype=torch.float32).cpu(), name=name, op=hvd.Average
-            ).item()
 
-        def slowest(value, name):
-            return hvd.allreduce(torch.tensor(value), name=name, op=hvd.Max).item()
+def evaluate(model, loss_fn, x_test, y_test, *, regression: bool):
+    """This rank's test loss and score (accuracy, or R2 for the materials regression)."""
+    import torch
 
-        record = epoch_record(
-            epoch,
-            mean=mean,
-            slowest=slowest,
-            train_time_s=train_time_s,
-            test_time_s=test_time_s,
-            steps=steps_per_epoch,
-            seen=seen,
-            size=size,
-            loss_sum=loss_sum,
-            correct=correct,
-            test_loss=test_loss,
-            test_score=test_score,
-            lr=lr,
-            elapsed_s=time.perf_counter() - train_start,
-            regression=regression,
-        )
-        rank_io.write_epoch(record, dataset.task)
+    model.eval()
+    with torch.no_grad():
+        outputs = model(x_test)
+        test_loss = loss_fn(outputs, y_test)
+        if regression:
+            from workshop.train.materials import materials_score
 
-    rank_io.write_summary(
-        run_summary(
-            "torch",
-            args,
-            size=size,
-            device=device_name,
-            devices=hvd.allgather_object(device_name),
-            threads=threads,
-            data_info=dataset.info,
-            init_time_s=init_time_s,
-            train_time_s=train_total_s,
-            steps_per_epoch=steps_per_epoch,
-            global_batch=global_batch,
-            lr_effective=target_lr,
-            last_epoch=record,
-        )
-    )
-    hvd.shutdown()
+            test_score = torch.tensor(materials_score(y_test.cpu().numpy(), outputs.cpu().numpy()))
+        else:
+            test_score = (outputs.argmax(1) == y_test).float().mean()
+    return test_loss, test_score
+
+
+def torch_reductions(hvd) -> Reductions:
+    """Average and maximum of a metric over the ranks, with horovod.torch's allreduce."""
+    import torch
+
+    def mean(value, name):
+        return hvd.allreduce(
+            torch.as_tensor(value, dtype=torch.float32).cpu(), name=name, op=hvd.Average
+        ).item()
+
+    def slowest(value, name):
+        return hvd.allreduce(torch.tensor(value), name=name, op=hvd.Max).item()
+
+    return Reductions(mean=mean, slowest=slowest)
 
 
 def main(argv: list[str] | None = None) -> int:
