@@ -506,17 +506,59 @@ def launch(
     from workshop.train import data
 
     config.validate()
-    if not config.launcher and not find_program("horovodrun"):
-        raise RunError(
-            f"horovodrun not found beside {sys.executable} nor on PATH: Horovod is not "
-            "installed in this environment. Run `bash scripts/setup.sh` (it builds Horovod)."
-        )
+    _require_horovodrun(config)
     data_mode = data.prepare(config.dataset, config.data)
     run_dir = new_run_dir(config, out_dir, name)
     argv, extra_env = launch_command(config, run_dir, data_mode)
     # The environment's own programs first (horovodrun, and what it starts), activated or not.
     env = os.environ | {"PATH": program_path_env()} | extra_env
-    record = {
+    record = _started_record(config, run_dir, argv, env, data_mode, command)
+    write_json(run_dir / "run.json", record)
+    if not quiet:
+        print(f"run directory: {run_dir}")
+        print("$ " + shlex.join(argv), flush=True)
+
+    start = time.perf_counter()
+    previous = _stop_on_signals()
+    try:
+        launch_exit_code, stopped_by = _run_launcher(argv, env, run_dir, quiet, previous)
+        _ignore_stop_signals(previous)  # the outcome must reach run.json
+        _stop_leftovers(run_dir)
+        record |= _ended_fields(run_dir, config.np, start, launch_exit_code, stopped_by)
+        record |= _result_fields(run_dir, record["data"])
+        write_json(run_dir / "run.json", record)
+    finally:
+        _restore_handlers(previous)
+    if stopped_by is not None:
+        raise RunInterrupted(
+            f"run interrupted ({signal.Signals(stopped_by).name}); its files are kept in "
+            f"{run_dir} (run.json status: interrupted)",
+            stopped_by,
+        )
+    if record["status"] != "ok":
+        raise RunError(_failure_message(run_dir, launch_exit_code, record["rank_status"]))
+    return run_dir
+
+
+def _require_horovodrun(config: RunConfig) -> None:
+    """Fail before anything is created when no launcher can start the ranks."""
+    if not config.launcher and not find_program("horovodrun"):
+        raise RunError(
+            f"horovodrun not found beside {sys.executable} nor on PATH: Horovod is not "
+            "installed in this environment. Run `bash scripts/setup.sh` (it builds Horovod)."
+        )
+
+
+def _started_record(
+    config: RunConfig,
+    run_dir: Path,
+    argv: list[str],
+    env: dict[str, str],
+    data_mode: str,
+    command: list[str] | None,
+) -> dict:
+    """run.json as it stands while the run goes on (``status: running``)."""
+    return {
         "schema": 1,
         "name": run_dir.name,
         "command": command or [Path(sys.argv[0]).name, *sys.argv[1:]],
@@ -529,75 +571,75 @@ def launch(
         "status": "running",
         "launcher": launcher_identity(),
     }
-    write_json(run_dir / "run.json", record)
-    if not quiet:
-        print(f"run directory: {run_dir}")
-        print("$ " + shlex.join(argv), flush=True)
 
-    start = time.perf_counter()
+
+def _run_launcher(
+    argv: list[str], env: dict[str, str], run_dir: Path, quiet: bool, previous: dict
+) -> tuple[int | None, int | None]:
+    """Start the launcher in its own process group and stream its output until it ends, or
+    until a stop signal ends it and what it started.
+
+    Returns:
+        The launcher's exit code (None if it never started) and the signal that stopped the
+        run (None if none did).
+    """
     process = None
-    launch_exit_code = None
-    stopped_by = None
-    previous = _stop_on_signals()
     try:
-        try:
-            process = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            )
-            _stream(process, run_dir / "logs" / "launcher.log", quiet)
-            launch_exit_code = process.wait()
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (_Stopped)
-            _ignore_stop_signals(previous)
-            stopped_by = getattr(exc, "signum", signal.SIGINT)
-            _tell(f"\n{signal.Signals(stopped_by).name}: stopping every rank...")
-            if process is not None:
-                launch_exit_code = _stop_process_group(process, stopped_by)
-        _ignore_stop_signals(previous)  # the outcome must reach run.json
-        _stop_leftovers(run_dir)
-        statuses = _rank_statuses(run_dir, config.np)
-        failed = [rank for rank, state in statuses.items() if state == "failed"]
-        if stopped_by is not None:
-            status, exit_code = "interrupted", 128 + stopped_by
-        elif launch_exit_code == 0 and not failed:
-            status, exit_code = "ok", 0
-        else:
-            status, exit_code = "failed", RunError.exit_code
-        summary_path = run_dir / "summary.json"
-        record |= {
-            "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "duration_s": round(time.perf_counter() - start, 3),
-            "status": status,
-            "exit_code": exit_code,
-            "launch_exit_code": launch_exit_code,
-            "signal": signal.Signals(stopped_by).name if stopped_by is not None else None,
-            "rank_status": statuses,
-            "failed_ranks": failed,
-        }
-        if summary_path.exists():
-            result = json.loads(summary_path.read_text())
-            record |= {
-                "result": result,
-                "data": result.get("data", record["data"]),
-                "device": result.get("device"),
-                "devices": result.get("devices"),
-            }
-        write_json(run_dir / "run.json", record)
-    finally:
-        _restore_handlers(previous)
-    if stopped_by is not None:
-        raise RunInterrupted(
-            f"run interrupted ({signal.Signals(stopped_by).name}); its files are kept in "
-            f"{run_dir} (run.json status: interrupted)",
-            stopped_by,
+        process = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
         )
-    if status != "ok":
-        raise RunError(_failure_message(run_dir, launch_exit_code, statuses))
-    return run_dir
+        _stream(process, run_dir / "logs" / "launcher.log", quiet)
+        return process.wait(), None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (_Stopped)
+        _ignore_stop_signals(previous)
+        stopped_by = getattr(exc, "signum", signal.SIGINT)
+        _tell(f"\n{signal.Signals(stopped_by).name}: stopping every rank...")
+        if process is None:
+            return None, stopped_by
+        return _stop_process_group(process, stopped_by), stopped_by
+
+
+def _ended_fields(
+    run_dir: Path, np: int, start: float, launch_exit_code: int | None, stopped_by: int | None
+) -> dict:
+    """What run.json adds when the run has ended: its status and exit code, and each rank's."""
+    statuses = _rank_statuses(run_dir, np)
+    failed = [rank for rank, state in statuses.items() if state == "failed"]
+    if stopped_by is not None:
+        status, exit_code = "interrupted", 128 + stopped_by
+    elif launch_exit_code == 0 and not failed:
+        status, exit_code = "ok", 0
+    else:
+        status, exit_code = "failed", RunError.exit_code
+    return {
+        "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - start, 3),
+        "status": status,
+        "exit_code": exit_code,
+        "launch_exit_code": launch_exit_code,
+        "signal": signal.Signals(stopped_by).name if stopped_by is not None else None,
+        "rank_status": statuses,
+        "failed_ranks": failed,
+    }
+
+
+def _result_fields(run_dir: Path, data: dict) -> dict:
+    """What run.json takes from rank 0's summary.json, when the run got that far."""
+    summary_path = run_dir / "summary.json"
+    if not summary_path.exists():
+        return {}
+    result = json.loads(summary_path.read_text())
+    return {
+        "result": result,
+        "data": result.get("data", data),
+        "device": result.get("device"),
+        "devices": result.get("devices"),
+    }
 
 
 def _failure_message(run_dir: Path, exit_code: int | None, statuses: dict) -> str:
