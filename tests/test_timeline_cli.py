@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
+import subprocess
+import sys
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from workshop.analysis.timeline import timeline_summary
 from workshop.cli import main
-from workshop.paths import data_path
+from workshop.io.timeline import TimelineWarning, read_timeline
+from workshop.io.timeline.summary import summarize_file
+from workshop.paths import data_dir, data_path
 
 RUN = "tl-torch-gloo-np2-cycles"
 REQUIRED = {"tensors", "ranks", "ops", "activities_us", "negotiation_us", "backend"}
@@ -93,3 +101,98 @@ def test_errors_exit_2_and_name_the_file(tmp_path: Path, capsys: pytest.CaptureF
     bad.write_text("[1, 2, 3]")
     assert main(["timeline", "summary", str(bad), "--json"]) == 2
     assert "bad.json: byte 1:" in capsys.readouterr().err
+
+
+RECORDINGS = sorted(p.name for p in (data_dir() / "timelines").iterdir() if p.is_dir())
+
+
+def summaries(path: Path) -> tuple[tuple[str, list[str]], tuple[str, list[str]]]:
+    """(JSON text, warnings) of ``timeline_summary(read_timeline(path))`` and of the numpy path
+    that ``workshop timeline summary`` takes."""
+    out = []
+    for summarize in (lambda p: timeline_summary(read_timeline(p)), summarize_file):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TimelineWarning)
+            text = json.dumps(summarize(path))
+        out.append((text, [str(w.message) for w in caught]))
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("name", RECORDINGS)
+def test_summary_without_dataframes_is_the_dataframe_summary(name: str) -> None:
+    """Byte for byte the same JSON (key order included) and the same warnings."""
+    assert len(RECORDINGS) >= 9
+    slow, fast = summaries(data_path("timelines", name))
+    assert fast == slow
+    assert json.loads(fast[0])["events"] > 0
+
+
+def record_starts(data: bytes) -> list[int]:
+    return [m.start() + 1 for m in re.finditer(rb"[,\n]\{", data)]
+
+
+def test_summary_without_dataframes_on_damaged_files(tmp_path: Path) -> None:
+    """Derived from a real recording: cut (truncated, unclosed spans), a window between two
+    record boundaries (orphan E's), 40 overwritten bytes (a skipped range), gzip."""
+    data = timeline_file("tl-torch-gloo-np2").read_bytes()
+    starts = record_starts(data)
+    lo, hi = starts[len(starts) // 2 + 7], starts[3 * len(starts) // 4 + 5]
+    damaged = bytearray(data)
+    damaged[len(data) // 2 : len(data) // 2 + 40] = b"#" * 40
+    variants = {
+        "cut.json": data[: len(data) // 3],
+        "window.json": b"[\n" + data[lo : hi - 1].rstrip(b",\n") + b"]",
+        "damaged.json": bytes(damaged),
+        "timeline.json.gz": gzip.compress(data),
+    }
+    seen = defaultdict(int)
+    for name, content in variants.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        slow, fast = summaries(path)
+        assert fast == slow, name
+        for key in ("truncated", "unclosed", "orphan_ends", "skipped_bytes"):
+            seen[key] += bool(json.loads(fast[0])[key])
+    assert all(seen[k] for k in ("truncated", "unclosed", "orphan_ends", "skipped_bytes"))
+
+
+def test_summary_without_dataframes_breaks_ties_like_pandas(tmp_path: Path) -> None:
+    """Constructed: two ops with one span each (a tie for the most frequent op, no ALLREDUCE:
+    the backend comes from the tie rule), two activities with equal totals (ordered by name),
+    and a B without a name (missing in the DataFrames, left out of every count)."""
+    records = [
+        '{"ph": "B", "name": "NEGOTIATE_BROADCAST", "ts": 1, "pid": 1}',
+        '{"ph": "X", "name": "0", "ts": 2, "pid": 1, "dur": 0}',
+        '{"ph": "E", "ts": 3, "pid": 1}',
+        '{"ph": "B", "name": "BROADCAST", "ts": 4, "pid": 1}',
+        '{"ph": "B", "name": "MPI_BCAST", "ts": 5, "pid": 1}',
+        '{"ph": "E", "ts": 15, "pid": 1}',
+        '{"ph": "E", "ts": 16, "pid": 1}',
+        '{"ph": "B", "name": "ALLGATHER", "ts": 20, "pid": 2}',
+        '{"ph": "B", "name": "GLOO_ALLGATHER", "ts": 21, "pid": 2}',
+        '{"ph": "E", "ts": 31, "pid": 2}',
+        '{"ph": "E", "ts": 32, "pid": 2}',
+        '{"ph": "B", "ts": 40, "pid": 3}',
+        '{"ph": "E", "ts": 41, "pid": 3}',
+    ]
+    path = tmp_path / "ties.json"
+    path.write_text("[\n" + ",\n".join(records) + "]")
+    slow, fast = summaries(path)
+    assert fast == slow
+    summary = json.loads(fast[0])
+    assert summary["ops"] == {"BROADCAST": 1, "ALLGATHER": 1}
+    assert list(summary["activities_us"]) == ["GLOO_ALLGATHER", "MPI_BCAST"]  # 10 us each
+    assert summary["backend"] == "Gloo"  # the last of the most frequent ops
+
+
+def test_summary_command_does_not_import_pandas() -> None:
+    """The start-up that ``workshop timeline summary`` saves: pandas is never imported."""
+    code = (
+        "import sys; from workshop.cli import main; "
+        f"main(['timeline', 'summary', '--json', {str(timeline_file())!r}]); "
+        "print(sorted(m for m in ('pandas', 'workshop.analysis') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]"

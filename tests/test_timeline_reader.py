@@ -442,3 +442,19 @@ def test_non_ascii_names_in_the_tolerant_path() -> None:
     tl = quiet_parse(pretty)
     assert "allreduce.0.wé" in set(tl.tensors["tensor"].astype(str))
     assert not tl.metadata["skipped"]
+
+
+@pytest.mark.parametrize("size,distinct", [(1, 1), (1000, 5), (50, 50), (131072, 3000)])
+def test_string_codes_factorize_like_pandas(size: int, distinct: int) -> None:
+    """The scanner's factorize (numpy only) against pandas.factorize on random 64-bit hashes;
+    3000 distinct values in 4096 slots share slots, which takes the sorting branch."""
+    import pandas as pd
+
+    from workshop.io.timeline.vocab import factorize
+
+    rng = np.random.default_rng(size)
+    values = rng.integers(0, 2**63, distinct, dtype=np.uint64)[rng.integers(0, distinct, size)]
+    codes, uniques = factorize(values)
+    want_codes, want_uniques = pd.factorize(values)
+    assert codes.tolist() == want_codes.tolist()
+    assert uniques.tolist() == want_uniques.tolist()

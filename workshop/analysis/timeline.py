@@ -40,6 +40,7 @@ import pandas as pd
 
 from workshop.frames import require_columns
 from workshop.io.timeline import DTYPE_BYTES
+from workshop.io.timeline.libraries import library_of
 from workshop.units import format_bytes
 
 if TYPE_CHECKING:
@@ -68,8 +69,6 @@ __all__ = [
 
 SPAN_COLUMNS = ("tensor", "op", "kind", "name", "start_us", "end_us", "dur_us", "seq")
 TICK_COLUMNS = ("tensor", "pid", "negotiation", "rank", "ts_us", "lateness_us")
-LIBRARIES = {"NCCL": "NCCL", "MPI": "MPI", "GLOO": "Gloo", "CCL": "CCL", "DDL": "DDL"}
-HIERARCHICAL_MARKS = {"MEMCPY_IN_HOST_BUFFER", "MEMCPY_OUT_HOST_BUFFER"}
 
 
 def _need(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -349,7 +348,7 @@ def detect_backend(spans: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for op in present[np.argsort(first)].tolist():
         op_evidence = sorted(evidence.get(op, ()))
-        library, note = _library(op_evidence, seen_gloo)
+        library, note = library_of(op_evidence, seen_gloo)
         rows.append(
             {
                 "op": op_names[op],
@@ -360,31 +359,6 @@ def detect_backend(spans: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=["op", "library", "evidence", "ops", "note"])
-
-
-def _library(names: list[str], seen_gloo: bool) -> tuple[str, str]:
-    """(library, note) of one op from the activity names inside it (see detect_backend)."""
-    libs = {LIBRARIES[n.split("_", 1)[0]] for n in names if n.split("_", 1)[0] in LIBRARIES}
-    note = ""
-    if "MPI_ALLTOALL" in names and "MPI" in libs:
-        others = [n for n in names if n.startswith("MPI_") and n != "MPI_ALLTOALL"]
-        if seen_gloo and not others:
-            libs.discard("MPI")
-            libs.add("Gloo")
-            note = "MPI_ALLTOALL is what Gloo's alltoall writes (Gloo ops seen elsewhere)"
-        elif not others:
-            note = "MPI_ALLTOALL is written by both the MPI and the Gloo alltoall"
-            libs.discard("MPI")
-            libs.add("MPI or Gloo")
-    if libs >= {"NCCL", "MPI"} and (HIERARCHICAL_MARKS & set(names)):
-        return "NCCL+MPI (hierarchical)", note or (
-            "HOROVOD_HIERARCHICAL_ALLREDUCE: NCCL within a node, MPI across"
-        )
-    if len(libs) == 1:
-        return libs.pop(), note
-    if libs:
-        return "+".join(sorted(libs)), note
-    return "unknown", note or "no library activity recorded inside this op"
 
 
 def _distinct(codes: np.ndarray, size: int) -> list[int]:

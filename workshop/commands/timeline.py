@@ -51,16 +51,22 @@ def register(subparsers: Any) -> None:
     repair.set_defaults(func=_repair)
 
 
-def _read(path: str) -> Any:
-    """Read the timeline, printing warnings on stderr; None (after a message) on failure."""
-    from workshop.io.timeline import TimelineFormatError, TimelineWarning, read_timeline
+def _read(path: str, *, summary: bool = False) -> Any:
+    """Read the timeline (or with ``summary``, only its summary numbers, without pandas),
+    printing warnings on stderr; None (after a message) on failure."""
+    from workshop.io.timeline.model import TimelineFormatError, TimelineWarning
+
+    if summary:
+        from workshop.io.timeline.summary import summarize_file as read
+    else:
+        from workshop.io.timeline import read_timeline as read
 
     p = Path(path)
     size = p.stat().st_size if p.is_file() else 0
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TimelineWarning)
-            tl = read_timeline(p, progress=size > PROGRESS_BYTES and sys.stderr.isatty())
+            tl = read(p, progress=size > PROGRESS_BYTES and sys.stderr.isatty())
     except (FileNotFoundError, TimelineFormatError, IsADirectoryError, PermissionError) as exc:
         print(f"workshop timeline: {exc}", file=sys.stderr)
         return None
@@ -80,12 +86,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from workshop.analysis.timeline import timeline_summary
-
-    tl = _read(args.file)
-    if tl is None:
+    # the numbers of analysis.timeline.timeline_summary, counted without DataFrames
+    summary = _read(args.file, summary=True)
+    if summary is None:
         return 2
-    summary = timeline_summary(tl)
     if args.json:
         print(json.dumps(summary))
         return 0

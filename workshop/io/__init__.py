@@ -1,51 +1,65 @@
 """Readers: files -> pandas DataFrames (run directories, timelines, MPI profiles, logs).
 
-Every name is also reachable through its module, e.g. ``io.runs``.
+Every name is also reachable through its module, e.g. ``io.runs``. Modules are imported on
+first use (PEP 562), so ``workshop timeline summary``, which needs only ``io.timeline``'s
+numpy path, does not load pandas through the other readers.
 """
 
-from workshop.io import logs, mpitrace, recordings, runs, sweep, timeline  # noqa: F401
-from workshop.io.logs import (  # noqa: F401
-    find_logs,
-    merge_tables,
-    normalise_column,
-    read_autotune_log,
-    read_epoch_log,
-    read_epoch_logs,
-    read_table,
-    read_tables,
-)
-from workshop.io.mpitrace import (  # noqa: F401
-    MpiProfile,
-    MpiTraceError,
-    MpiTraceWarning,
-    ProfileFile,
-    combine_files,
-    find_profile_files,
-    parse_mpitrace,
-    parse_mpitrace_bytes,
-    read_mpitrace,
-    read_mpitrace_file,
-    read_mpitrace_jobs,
-)
-from workshop.io.recordings import (  # noqa: F401
-    list_recordings,
-)
-from workshop.io.runs import (  # noqa: F401
-    list_runs,
-    read_metrics,
-    read_run,
-    read_summary,
-)
-from workshop.io.sweep import (  # noqa: F401
-    read_manifest,
-    read_sweep,
-    run_dirs,
-)
-from workshop.io.timeline import (  # noqa: F401
-    Timeline,
-    TimelineFormatError,
-    TimelineWarning,
-    parse_timeline,
-    read_timeline,
-    write_timeline,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+MODULES = ("logs", "mpitrace", "recordings", "runs", "sweep", "timeline")
+NAMES = {
+    "logs": [
+        "find_logs",
+        "merge_tables",
+        "normalise_column",
+        "read_autotune_log",
+        "read_epoch_log",
+        "read_epoch_logs",
+        "read_table",
+        "read_tables",
+    ],
+    "mpitrace": [
+        "MpiProfile",
+        "MpiTraceError",
+        "MpiTraceWarning",
+        "ProfileFile",
+        "combine_files",
+        "find_profile_files",
+        "parse_mpitrace",
+        "parse_mpitrace_bytes",
+        "read_mpitrace",
+        "read_mpitrace_file",
+        "read_mpitrace_jobs",
+    ],
+    "recordings": ["list_recordings"],
+    "runs": ["list_runs", "read_metrics", "read_run", "read_summary"],
+    "sweep": ["read_manifest", "read_sweep", "run_dirs"],
+    "timeline": [
+        "Timeline",
+        "TimelineFormatError",
+        "TimelineWarning",
+        "parse_timeline",
+        "read_timeline",
+        "write_timeline",
+    ],
+}
+MODULE_OF = {name: module for module, names in NAMES.items() for name in names}
+__all__ = [*MODULES, *MODULE_OF]
+
+
+def __getattr__(name: str) -> Any:
+    if name in MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in MODULE_OF:
+        value = getattr(importlib.import_module(f"{__name__}.{MODULE_OF[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,4 +1,8 @@
-"""The entry points: a file or bytes in, a :class:`~.model.Timeline` out."""
+"""The entry points: a file or bytes in, a :class:`~.model.Timeline` out.
+
+:func:`open_timeline` and :func:`scan_events` are the steps before any DataFrame; the
+DataFrames (and pandas) are loaded only when a Timeline is built, so :mod:`.summary` reads a
+file without them."""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import re
 from pathlib import Path
 
 from workshop.io.timeline.events import Events
-from workshop.io.timeline.frames import build_timeline
 from workshop.io.timeline.model import Timeline, TimelineFormatError
 from workshop.io.timeline.records import Reader
 from workshop.io.timeline.source import Source, from_bytes, open_file
@@ -37,6 +40,20 @@ def read_timeline(path: str | os.PathLike[str], *, progress: bool = False) -> Ti
         FileNotFoundError: no such file, or a run directory without ``timeline.json``.
         TimelineFormatError: the data is not a trace-event timeline (names file and offset).
     """
+    p = timeline_path(path)
+    src, problems, cut_at = open_file(p)
+    try:
+        return _build(*scan_events(src, str(p), problems, cut_at, progress))
+    finally:
+        src.close()
+
+
+def timeline_path(path: str | os.PathLike[str]) -> Path:
+    """The timeline file: ``path``, or the ``timeline.json`` of a run directory.
+
+    Raises:
+        FileNotFoundError: no such file, or a run directory without ``timeline.json``.
+    """
     p = Path(path)
     if p.is_dir():
         if not (p / "timeline.json").exists():
@@ -44,11 +61,7 @@ def read_timeline(path: str | os.PathLike[str], *, progress: bool = False) -> Ti
         p = p / "timeline.json"
     if not p.exists():
         raise FileNotFoundError(f"no timeline file {p}")
-    src, problems, cut_at = open_file(p)
-    try:
-        return _parse(src, str(p), problems, cut_at, progress)
-    finally:
-        src.close()
+    return p
 
 
 def parse_timeline(data: bytes | str, *, source: str = "<bytes>") -> Timeline:
@@ -67,19 +80,36 @@ def parse_timeline(data: bytes | str, *, source: str = "<bytes>") -> Timeline:
     if isinstance(data, str):
         data = data.encode("utf-8")
     src, problems, cut_at = from_bytes(data)
-    return _parse(src, source, problems, cut_at, False)
+    return _build(*scan_events(src, source, problems, cut_at, False))
 
 
-def _parse(
+def _build(rd: Reader, events: Events) -> Timeline:
+    from workshop.io.timeline.frames import build_timeline  # pandas, only now
+
+    return build_timeline(rd, events)
+
+
+def scan_events(
     src: Source, source: str, problems: list[str], cut_at: int | None, progress: bool
-) -> Timeline:
+) -> tuple[Reader, Events]:
+    """Every event record of ``src`` as columns, in file order, and the reader's state
+    (metadata records, warnings, damage).
+
+    Args:
+        src, problems, cut_at: what :func:`~.source.open_file` returns.
+        source: the name used in warnings and errors.
+        progress: show a progress bar.
+
+    Raises:
+        TimelineFormatError: the data is not a trace-event timeline.
+    """
     rd = Reader(source, src)
     for msg in problems:
         rd.warn(msg)
     body_lo = _body_start(rd, cut_at)
     if body_lo is None:
         rd.warn("empty file: no events")
-        return build_timeline(rd, Events.empty())
+        return rd, Events.empty()
     events = scan(rd, body_lo, progress)
     if rd.records == 0 and rd.not_a_trace is not None:
         raise TimelineFormatError(source, *rd.not_a_trace)
@@ -87,7 +117,7 @@ def _parse(
         rd.truncated_at = rd.truncated_at if rd.truncated_at is not None else cut_at
     if rd.records == 0 and not rd.skipped:
         rd.warn("no events in the file")
-    return build_timeline(rd, events)
+    return rd, events
 
 
 def _body_start(rd: Reader, cut_at: int | None) -> int | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from workshop.io.timeline.words import Words
 
@@ -25,6 +24,7 @@ HASH_MULTIPLIERS = (
 )
 FIND_HASH_SHIFT = np.uint64(29)
 CHECK_HASH_SHIFT = np.uint64(31)
+SLOT_BITS = 12  # a batch's distinct strings are found in a table of 2**12 slots (top hash bits)
 
 
 @dataclass
@@ -55,13 +55,38 @@ def hash_strings(
         h1 ^= h1 >> FIND_HASH_SHIFT
         h2 = (h2 + w) * HASH_MULTIPLIERS[(k + 3) % 4]
         h2 ^= h2 >> CHECK_HASH_SHIFT
-    local, uniques = pd.factorize(h1)
+    local, uniques = factorize(h1)
     some = np.empty(len(uniques), dtype=np.int64)
     some[local] = np.arange(len(h1))  # any occurrence will do: all are checked against it
     raw = [bytes(sc.bytes[start[i] : start[i] + length[i]]) for i in some.tolist()]
     check = h2[some]
     local = np.where(check[local] == h2, local, -1).astype(np.int32)
     return local, HashedStrings(uniques.tolist(), check, raw)
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of well-mixed 64-bit hashes, and their distinct values in order of first
+    occurrence (as ``pandas.factorize``, without importing pandas): one slot per value from
+    its top bits, a sort only when two distinct values share a slot.
+
+    >>> codes, uniques = factorize(np.array([7 << 60, 3 << 60, 7 << 60], dtype=np.uint64))
+    >>> codes.tolist(), (uniques >> np.uint64(60)).tolist()
+    ([0, 1, 0], [7, 3])
+    """
+    n = len(values)
+    slot = (values >> np.uint64(64 - SLOT_BITS)).astype(np.intp)
+    first = np.full(1 << SLOT_BITS, n, dtype=np.intp)
+    np.minimum.at(first, slot, np.arange(n))  # first occurrence of each slot's value
+    if (values[first[slot]] == values).all():
+        firsts = np.sort(first[first < n])
+        code = np.empty(1 << SLOT_BITS, dtype=np.intp)
+        code[slot[firsts]] = np.arange(len(firsts))
+        return code[slot], values[firsts]
+    uniques, where, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(where)
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], uniques[order]
 
 
 class Vocab:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from workshop.io.timeline.model import Timeline
+
+if TYPE_CHECKING:  # annotations only: importing the package does not load pandas
+    import pandas as pd
 
 NO_LIMIT = 2**62  # beyond any timestamp the reader accepts
 # Records sort by (group, order). Spans clipped at the window start open first, outer ones
