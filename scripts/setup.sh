@@ -32,6 +32,14 @@ SUPPORTED_PYTHONS="3.13 3.12 3.11"   # pyproject.toml: requires-python = ">=3.11
 py_version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
 is_supported() { [[ " $SUPPORTED_PYTHONS " == *" $1 "* ]]; }
 PYTHON_BIN="" PYTHON_WHY=""
+pyenv_hint() {  # a pyenv shim fails for a version that is installed but not selected
+    local versions
+    command -v pyenv >/dev/null || return 0
+    versions=$(pyenv whence "$1" 2>/dev/null | tr '\n' ' ') || return 0
+    [[ -n "$versions" ]] || return 0
+    echo "pyenv has $1 in: $versions(not selected). Select one (pyenv shell VERSION) or give" \
+        "its path: WORKSHOP_PYTHON=$(pyenv root)/versions/${versions%% *}/bin/$1" >&2
+}
 pick_python() {
     local candidate version
     if [[ -x "$VENV/bin/python" ]]; then
@@ -55,6 +63,7 @@ pick_python() {
         if ! is_supported "$version"; then
             echo "WORKSHOP_PYTHON=$WORKSHOP_PYTHON is ${version:+Python }${version:-not a working Python};" \
                 "the workshop needs Python 3.11, 3.12 or 3.13." >&2
+            pyenv_hint "$WORKSHOP_PYTHON"
             exit 1
         fi
         PYTHON_BIN="$(command -v "$WORKSHOP_PYTHON")" PYTHON_WHY="WORKSHOP_PYTHON"
