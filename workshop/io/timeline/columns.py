@@ -27,8 +27,8 @@ KIND_NEGOTIATE, KIND_OP, KIND_ACTIVITY = 0, 1, 2  # the codes of ``Timeline.span
 
 @dataclass
 class Spans:
-    """One entry per span, in (pid, file) order of the ``B``; ``file_order`` puts them in file
-    order. Names are vocabulary codes (-1: none)."""
+    """One entry per span, in (pid, file) order of the ``B`` (:func:`file_order` puts them in
+    file order). Names are vocabulary codes (-1: none)."""
 
     b_ev: np.ndarray  # event index of the B
     e_ev: np.ndarray  # event index of the E (-1: unclosed)
@@ -40,7 +40,6 @@ class Spans:
     end: np.ndarray
     closed: np.ndarray
     kind: np.ndarray  # KIND_NEGOTIATE / KIND_OP / KIND_ACTIVITY
-    file_order: np.ndarray
 
 
 @dataclass
@@ -125,10 +124,6 @@ def span_columns(ev: Events, vocab: np.ndarray, last_ts: int) -> tuple[Spans, in
     top = (sdepth == 0) & ~is_neg
     parent = _ffill_in_runs(sname, top, _run_starts(spid))  # activity -> its op's name
     kind = np.where(sdepth > 0, KIND_ACTIVITY, np.where(is_neg, KIND_NEGOTIATE, KIND_OP))
-    # file order of the B's: a scatter over event indices instead of a sort
-    slot = np.full(len(ev.ph), -1, dtype=np.int64)
-    slot[b_ev] = np.arange(len(b_ev))
-    file_order = slot[slot >= 0]
     spans = Spans(
         b_ev=b_ev,
         e_ev=e_ev,
@@ -140,9 +135,16 @@ def span_columns(ev: Events, vocab: np.ndarray, last_ts: int) -> tuple[Spans, in
         end=end,
         closed=closed,
         kind=kind,
-        file_order=file_order,
     )
     return spans, n_orphan
+
+
+def file_order(spans: Spans, n_events: int) -> np.ndarray:
+    """The order that puts ``spans`` in file order of their ``B``: a scatter over the event
+    indices instead of a sort."""
+    slot = np.full(n_events, -1, dtype=np.int64)
+    slot[spans.b_ev] = np.arange(len(spans.b_ev))
+    return slot[slot >= 0]
 
 
 def rank_numbers(vocab: np.ndarray) -> np.ndarray:

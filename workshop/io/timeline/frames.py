@@ -21,6 +21,7 @@ from workshop.io.timeline.columns import (
     _ffill_in_runs,
     _run_starts,
     distinct,
+    file_order,
     negotiation_names,
     tables,
 )
@@ -94,7 +95,7 @@ def _spans(sp: Spans, ev: Events, vocab: np.ndarray, tensor_of: TensorOf) -> pd.
     dtype = np.where(sp.closed & top, ev.dtype[e_at], -1)
     shape = np.where(sp.closed & top, ev.shape[e_at], -1)
     op_name = np.array([s.removeprefix(NEGOTIATE) for s in vocab], dtype=object)
-    fo = sp.file_order
+    fo = file_order(sp, len(ev.ph))
     return pd.DataFrame(
         {
             "tensor": tensor_of(sp.pid[fo]),

@@ -32,26 +32,34 @@ class Literal:
 
     def __init__(self, text: bytes) -> None:
         self.text = text
-        pieces = [(k, text[k : k + 8]) for k in range(0, len(text), 8)]
-        self.parts = [
-            (k, np.uint64(int.from_bytes(piece, "little")), low_bytes(len(piece)))
-            for k, piece in pieces
-        ]
+        if len(text) >= 8:  # whole words; the last one overlaps the one before it
+            offsets = sorted({*range(0, len(text) - 7, 8), len(text) - 8})
+            self.parts = [
+                (k, np.uint64(int.from_bytes(text[k : k + 8], "little")), None) for k in offsets
+            ]
+        else:
+            word = np.uint64(int.from_bytes(text, "little"))
+            self.parts = [(0, word, low_bytes(len(text)))]
 
     def __len__(self) -> int:
         return len(self.text)
 
     def at(self, words: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """True where the data at ``pos`` starts with this string."""
-        ok = np.ones(len(pos), dtype=bool)
+        """True where the data at ``pos`` starts with this string: the XOR of each word with
+        the text's, OR-ed together, is zero (a view from offset k gathers without ``pos + k``)."""
+        diff = None
         for k, word, mask in self.parts:
-            ok &= (words[pos + k] & mask) == word
-        return ok
+            w = words[k:][pos] if k else words[pos]
+            w ^= word
+            if mask is not None:
+                w &= mask
+            diff = w if diff is None else np.bitwise_or(diff, w, out=diff)
+        return diff == 0
 
     def starts(self, w: np.ndarray) -> np.ndarray:
         """True where the gathered words ``w`` start with this string (of <= 8 bytes)."""
         ((_, word, mask),) = self.parts
-        return (w & mask) == word
+        return (w if mask is None else w & mask) == word
 
 
 EVENT_START = Literal(b'{"ph": "')  # then the phase letter
@@ -66,6 +74,12 @@ DUR = Literal(b', "dur": ')
 ARGS_DTYPE = Literal(b', "args": {"dtype": "')
 SHAPE = Literal(b'", "shape": "')  # from the dtype's closing quote
 ARGS_END = Literal(b'"}}')  # from the shape's closing quote
+# the cycle marks of HOROVOD_TIMELINE_MARK_CYCLES=1, often most of the records, are tested as
+# one string from their phase letter 'i' to their timestamp (4 words) instead of being decoded
+# field by field
+CYCLE_MARK_NAME = b"CYCLE_START"
+CYCLE_MARK = Literal(b'", "name": "' + CYCLE_MARK_NAME + b'", "ts": ')  # after the 'i'
+CYCLE_MARK_NAME_AT = len(b'", "name": "')
 TS_WORDS = 2  # timestamps up to 15 digits
 SMALL_INT_WORDS = 1  # pids and durations up to 7 digits
 LONGEST_RECORD_CHECKED = 384  # no test reads further than this from a record's start
@@ -151,6 +165,17 @@ class _Batch:
         codes, self.strings[field] = hash_strings(self.sc, start, length, words)
         return codes
 
+    def encode_one(self, field: str, start: int, length: int) -> int:
+        """Batch-local code of the string at ``start`` (after :meth:`encode` of ``field``)."""
+        at = np.array([start], dtype=np.int64)
+        _, words = quoted_strings(self.W, at)
+        _, one = hash_strings(self.sc, at, np.array([length], dtype=np.int64), words)
+        known = self.strings[field]
+        self.strings[field] = HashedStrings(
+            known.find + one.find, np.concatenate([known.check, one.check]), known.raw + one.raw
+        )
+        return len(known.find)
+
     def events(self) -> tuple[Events, np.ndarray]:
         """The records still ``ok``, and their end offsets."""
         ev = Events(self.start, self.ph, self.name, self.ts, self.pid, self.dtype, self.shape)
@@ -166,23 +191,31 @@ def _records(sc: Words, start: np.ndarray) -> _Batch:
     r = _Batch(sc, start)
     after_phase = start + len(EVENT_START) + 1
     is_e = r.ph == ord("E")
+    is_instant = r.ph == ord("i")
     ts_at = np.empty(len(start), dtype=np.int64)
     ie = np.flatnonzero(is_e)
     r.ok[ie] = E_TS.at(r.W, after_phase[ie])
     ts_at[ie] = after_phase[ie] + len(E_TS)
-    named = np.flatnonzero(~is_e)
+    instants = np.flatnonzero(is_instant)
+    marks = instants[CYCLE_MARK.at(r.W, after_phase[instants])]
+    ts_at[marks] = after_phase[marks] + len(CYCLE_MARK)
+    is_named = ~is_e
+    is_named[marks] = False
+    named = np.flatnonzero(is_named)
     name_at, name_len, name_words = _name(r, named, after_phase[named])
     ts_at[named] = name_at + np.maximum(name_len, 0) + 1 + len(TS)
     r.ts, ndigits = decimals(r.W, ts_at, TS_WORDS)
     r.ok &= ndigits > 0
     after_ts = ts_at + ndigits
-    is_instant = r.ph == ord("i")
     _instant_tail(r, np.flatnonzero(is_instant), after_ts)
     _pid_tail(r, np.flatnonzero(~is_instant), after_ts)
     good = np.flatnonzero(r.ok[named])
     r.name[named[good]] = r.encode(
         "name", name_at[good], name_len[good], [x[good] for x in name_words]
     )
+    if len(marks):
+        name_at = int(after_phase[marks[0]]) + CYCLE_MARK_NAME_AT
+        r.name[marks] = r.encode_one("name", name_at, len(CYCLE_MARK_NAME))
     # a hash collision (never seen, possible in principle) sends the record to the slow path
     r.ok &= is_e | (r.name >= 0)
     return r

@@ -86,7 +86,7 @@ def quoted_strings(words: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, li
     for k in range(MAX_STRING_WORDS):
         if not len(todo):
             break
-        w = words[start[todo] + 8 * k]
+        w = words[8 * k :][start[todo]]  # a view from 8k: no offset array
         x = w ^ EVERY_BYTE_QUOTE
         t = (x - EVERY_BYTE_ONE) & ~x & EVERY_HIGH_BIT
         hit = t != 0
@@ -131,7 +131,7 @@ def decimals(words: np.ndarray, pos: np.ndarray, nwords: int) -> tuple[np.ndarra
         return value, np.where(count >= 8, 0, count)
     long = np.flatnonzero(count >= 8)
     if len(long):
-        w1 = words[pos[long] + 8]
+        w1 = words[8:][pos[long]]
         rest = _digit_count(w1)
         value[long] = value[long] * POWERS_OF_TEN[rest] + _digits_value(w1, rest)
         count[long] = np.where(rest >= 8, 0, 8 + rest)
