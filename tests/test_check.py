@@ -260,10 +260,10 @@ def test_lr_linear_and_sqrt_scaling_hold():
     assert sqrt.ok is True and sqrt.evidence.startswith("square-root scaling")
 
 
-def test_lr_unscaled_or_unseen_is_a_warning():
+def test_lr_unscaled_fails_and_unseen_or_odd_is_a_warning():
     ranks = [rank(0), rank(1)]
     same = verdicts.check_lr_scaled(ranks, base(0.1))
-    assert same.ok is None
+    assert same.ok is False
     assert "not scaled: lr 0.1 at np=2 vs 0.1 at np=1 (x1)" in same.evidence
     assert "0.2 (linear)" in same.evidence
     unseen = verdicts.check_lr_scaled(ranks, None, "the np=1 run crashed")
@@ -307,7 +307,7 @@ def test_lr_scaled_from_the_first_step_and_never_scaled():
     # Never scaled: a decay from the np=1 lr stays a warning.
     down = lr_steps(0.1, 0.05)
     same = verdicts.check_lr_scaled([rank(0, steps=down), rank(1, steps=down)], base(0.1))
-    assert same.ok is None and same.evidence.startswith("not scaled: lr 0.1 at np=2 vs 0.1")
+    assert same.ok is False and same.evidence.startswith("not scaled: lr 0.1 at np=2 vs 0.1")
 
 
 def test_lr_fails_when_ranks_disagree_at_a_later_step():
@@ -330,7 +330,7 @@ def test_judge_orders_the_checks_and_sorts_ranks():
 
 
 def test_report_text_and_json_shape():
-    checks = verdicts.judge([rank(0), rank(1)], base(0.1))
+    checks = verdicts.judge([rank(0), rank(1)], None, "the np=1 run crashed")
     report = check.Report("train.py", 2, "torch", checks, 0, 1.25)
     lines = report.text().splitlines()
     assert lines[0] == "workshop check train.py (np=2, horovod.torch): 1.2 s"
@@ -536,10 +536,11 @@ def test_a_script_without_horovod_fails_init(tmp_path, cpu_lock, horovod_ready):
 
 
 @pytest.mark.live
-def test_unscaled_lr_is_a_warning(tmp_path, cpu_lock, horovod_ready):
+def test_unscaled_lr_fails(tmp_path, cpu_lock, horovod_ready):
     report = run_check("torch_lr_not_scaled.py", tmp_path)
-    assert report.exit_code == 0
-    assert report.checks["lr_scaled"].ok is None
+    assert report.exit_code == 1
+    assert [name for name, c in report.checks.items() if c.ok is not True] == ["lr_scaled"]
+    assert report.checks["lr_scaled"].ok is False
     assert "not scaled: lr 0.05 at np=2 vs 0.05 at np=1" in report.checks["lr_scaled"].evidence
 
 

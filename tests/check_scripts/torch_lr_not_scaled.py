@@ -1,4 +1,4 @@
-"""Practice missing: lr_scaled (a warning). Correct otherwise, but the learning rate stays at
+"""Practice missing: lr_scaled. Correct otherwise, but the learning rate stays at
 its one-process value while the global batch doubles. Fixture of tests/test_check.py."""
 
 import horovod.torch as hvd

@@ -356,8 +356,9 @@ def check_lr_scaled(
 
     The LR judged is the highest of the run: a warmup starts from the one-worker LR at any np
     and rises to the scaled one, a decay comes after it. A schedule scaled from its first step
-    (a warmup from zero, say) passes on its first step. Unscaled or unseen is a warning, and so
-    is a warmup still rising at the last step; ranks disagreeing at any step is a failure.
+    (a warmup from zero, say) passes on its first step. An LR that stays at its np=1 value is a
+    failure, and so are ranks disagreeing at any step; a base that was not seen, a warmup still
+    rising at the last step, or a factor that is neither rule's is a warning.
     """
     if (empty := _no_steps(ranks)) is not None:
         return empty
@@ -415,7 +416,7 @@ def check_lr_scaled(
             )
     if _close(times(peak), 1.0):
         return Check(
-            None,
+            False,
             f"not scaled: {top}; the global batch is {n}x larger, so the usual "
             f"rules give {base_lr * n:g} (linear) or {base_lr * math.sqrt(n):g} (sqrt)",
         )
