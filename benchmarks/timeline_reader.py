@@ -10,13 +10,18 @@ Each measurement is a process of its own (so its peak RSS, from ``wait4``, is it
 * ``summary``: the whole command ``workshop timeline summary --json FILE``, from process start
   to exit (interpreter start-up, imports, reading, analysis, JSON output);
 * ``baseline``: ``pandas.DataFrame(json.load(f))`` (a DataFrame of raw events, no B/E pairing),
-  timed both inside the process after its imports and as the whole process.
+  timed both inside the process after its imports and as the whole process;
+* ``startup``: the same summary command on the smallest recording in data/timelines (a few
+  hundred kB): what the command costs before the file size matters (interpreter, imports,
+  thread pool, output).
 
-The three run interleaved, ``--repeat`` rounds in a rotating order; this machine is shared and
+The four run interleaved, ``--repeat`` rounds in a rotating order; this machine is shared and
 noisy, so the medians count, min and max show the spread, and the summary / baseline ratio is
-also given per round (both measured within seconds of each other).
+also given per round (both measured within seconds of each other). ``--out DIR`` writes every
+run, the spreads and the provenance to ``DIR/result.json``.
 
-    flock /tmp/workshop-cpu.lock python benchmarks/timeline_reader.py [--size-mb 200] [--repeat 5]
+    flock /tmp/workshop-cpu.lock python benchmarks/timeline_reader.py [--size-mb 200] \
+        [--repeat 5] [--out data/benchmarks/timeline-reader]
 
 Targets (issue 12): ``summary`` >= 150 MB/s end to end and >= 8x the whole-process baseline,
 peak RSS <= 2x the file; the reader alone >= 250 MB/s.
@@ -25,8 +30,10 @@ peak RSS <= 2x the file; the reader alone >= 250 MB/s.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import re
 import shutil
 import statistics
@@ -43,7 +50,14 @@ from workshop.paths import data_path  # noqa: E402
 
 META_RECORD = re.compile(rb'\{"name": "process_(?:name|sort_index)", "ph": "M"[^\n]*\},\n')
 TS = re.compile(rb'("ts": )(\d+)')
-MODES = ("reader", "summary", "baseline")
+MODES = ("reader", "summary", "baseline", "startup")
+MEASURED_CODE = (  # git status of these goes into the result's provenance
+    "workshop/__init__.py",
+    "workshop/cli.py",
+    "workshop/commands/timeline.py",
+    "workshop/io",
+    "benchmarks/timeline_reader.py",
+)
 TARGET_SUMMARY_MB_S = 150
 TARGET_SUMMARY_X_BASELINE = 8
 TARGET_READER_MB_S = 250
@@ -107,7 +121,7 @@ def build(source: Path, target: Path, size: int) -> int:
 
 
 def command(mode: str, path: Path) -> list[str]:
-    if mode == "summary":
+    if mode in ("summary", "startup"):
         script = Path(sys.executable).with_name("workshop")
         prefix = [str(script)] if script.exists() else [sys.executable, "-m", "workshop.cli"]
         return [*prefix, "timeline", "summary", "--json", str(path)]
@@ -159,6 +173,12 @@ def report(runs: dict[str, list[dict]], size: int) -> dict[str, float]:
         walls = [r["wall_s"] for r in rs]
         rates = [mb / w for w in walls]
         rss = max(r["maxrss_kb"] for r in rs) * 1024
+        if mode == "startup":  # a tiny file: the fixed cost, not a rate
+            print(
+                f"{'startup (process)':18s} {fmt(walls):>24s} {'(fixed cost)':>26s} "
+                f"{statistics.median(r['cpu_s'] for r in rs):6.2f} {rss / 1e9:5.2f} GB"
+            )
+            continue
         print(
             f"{mode + ' (process)':18s} {fmt(walls):>24s} {fmt(rates, 'MB/s', 0):>26s} "
             f"{statistics.median(r['cpu_s'] for r in rs):6.2f} "
@@ -176,6 +196,8 @@ def report(runs: dict[str, list[dict]], size: int) -> dict[str, float]:
         "reader_mb_s": mb / reader_inner,
         "summary_rss_x": max(r["maxrss_kb"] for r in runs["summary"]) * 1024 / size,
     }
+    rss_x = [r["maxrss_kb"] * 1024 / size for r in runs["summary"]]
+    print(f"summary peak RSS / file size per round: {fmt(rss_x, 'x', 2)}")
     if "baseline" in runs:
         base_inner = statistics.median(r["inner_s"] for r in runs["baseline"])
         paired = [
@@ -196,6 +218,81 @@ def report(runs: dict[str, list[dict]], size: int) -> dict[str, float]:
                 "the spread is larger than the margin"
             )
     return out
+
+
+def targets(m: dict[str, float]) -> dict[str, dict]:
+    """Each target of issue 12: the value measured (medians) and whether it is met."""
+    out = {
+        "summary_mb_s": {"target": f">= {TARGET_SUMMARY_MB_S}", "value": m["summary_mb_s"]},
+        "reader_mb_s": {"target": f">= {TARGET_READER_MB_S}", "value": m["reader_mb_s"]},
+        "summary_rss_x": {"target": f"<= {TARGET_RSS_X_FILE}", "value": m["summary_rss_x"]},
+    }
+    out["summary_mb_s"]["met"] = m["summary_mb_s"] >= TARGET_SUMMARY_MB_S
+    out["reader_mb_s"]["met"] = m["reader_mb_s"] >= TARGET_READER_MB_S
+    out["summary_rss_x"]["met"] = m["summary_rss_x"] <= TARGET_RSS_X_FILE
+    if "x_baseline" in m:
+        out["summary_x_baseline"] = {
+            "target": f">= {TARGET_SUMMARY_X_BASELINE}",
+            "value": m["x_baseline"],
+            "met": m["x_baseline"] >= TARGET_SUMMARY_X_BASELINE,
+        }
+    return out
+
+
+def results(runs: dict[str, list[dict]], size: int, medians: dict[str, float]) -> dict:
+    """Every run, min / median / max of each measure, the per-round ratios and the targets."""
+    mb = size / 1e6
+    spreads: dict[str, dict] = {}
+    for mode, rs in runs.items():
+        walls = [r["wall_s"] for r in rs]
+        one = {
+            "wall_s": spread(walls),
+            "cpu_s": spread([r["cpu_s"] for r in rs]),
+            "peak_rss_bytes": spread([r["maxrss_kb"] * 1024 for r in rs]),
+        }
+        if mode != "startup":
+            one["mb_s"] = spread([mb / w for w in walls])
+            one["peak_rss_x_file"] = spread([r["maxrss_kb"] * 1024 / size for r in rs])
+        if rs[0]["inner_s"] is not None:
+            one["inner_s"] = spread([r["inner_s"] for r in rs])
+            one["inner_mb_s"] = spread([mb / r["inner_s"] for r in rs])
+        spreads[mode] = one
+    out: dict = {"runs": runs, "min_median_max": spreads, "targets": targets(medians)}
+    if "baseline" in runs:
+        paired = [
+            b["wall_s"] / s["wall_s"]
+            for b, s in zip(runs["baseline"], runs["summary"], strict=True)
+        ]
+        out["summary_over_baseline"] = {
+            "of_medians": medians["x_baseline"],
+            "per_round": paired,
+            "per_round_min_median_max": spread(paired),
+        }
+    return out
+
+
+def git_commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", *MEASURED_CODE],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" (with uncommitted changes to the code measured)" if dirty else "")
+
+
+def versions() -> dict[str, str]:
+    code = "import numpy, pandas; print(numpy.__version__, pandas.__version__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    numpy_v, pandas_v = (out.stdout.split() + ["?", "?"])[:2]
+    return {"python": platform.python_version(), "numpy": numpy_v, "pandas": pandas_v}
 
 
 def check_targets(m: dict[str, float]) -> None:
@@ -228,7 +325,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, help="measure this timeline instead of building one")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds")
+    parser.add_argument(
+        "--startup-sample", default="tl-torch-gloo-np2-fusion0", help="small recording"
+    )
+    parser.add_argument("--out", type=Path, help="write result.json (every run) here")
     args = parser.parse_args(argv)
+    started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()
+    small = data_path("timelines", args.startup_sample, "timeline.json")
     tmp = Path(tempfile.mkdtemp(prefix="timeline-bench-"))
     try:
         if args.file:
@@ -247,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(max(1, args.repeat)):
             order = modes[rnd % len(modes) :] + modes[: rnd % len(modes)]
             for mode in order:
-                r = run_child(mode, path)
+                r = run_child(mode, small if mode == "startup" else path)
                 runs[mode].append(r)
                 print(
                     f"  round {rnd + 1} {mode:8s} {r['wall_s']:6.2f} s wall, "
@@ -255,7 +358,28 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-        check_targets(report(runs, size))
+        medians = report(runs, size)
+        check_targets(medians)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            record = {
+                "command": "flock /tmp/workshop-cpu.lock python benchmarks/timeline_reader.py "
+                + " ".join(sys.argv[1:] if argv is None else argv),
+                "started_at": started.isoformat(timespec="seconds"),
+                "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "loadavg_before": list(load_before),
+                "loadavg_after": list(os.getloadavg()),
+                "file": {"bytes": size, "from": what, "built": not args.file},
+                "startup_file": {"bytes": small.stat().st_size, "from": args.startup_sample},
+                "repeat": args.repeat,
+                "order": "rotating per round: " + ", ".join(modes),
+                **results(runs, size, medians),
+                "git_commit": git_commit(),
+                "versions": versions(),
+                "host": {"name": platform.node(), "cpus": os.cpu_count()},
+            }
+            (args.out / "result.json").write_text(json.dumps(record, indent=1) + "\n")
+            print(f"wrote {args.out / 'result.json'}", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
