@@ -539,7 +539,7 @@ def test_a_script_without_horovod_fails_init(tmp_path, cpu_lock, horovod_ready):
 def test_unscaled_lr_fails(tmp_path, cpu_lock, horovod_ready):
     report = run_check("torch_lr_not_scaled.py", tmp_path)
     assert report.exit_code == 1
-    assert [name for name, c in report.checks.items() if c.ok is not True] == ["lr_scaled"]
+    assert [name for name, c in report.checks.items() if c.ok is False] == ["lr_scaled"]
     assert report.checks["lr_scaled"].ok is False
     assert "not scaled: lr 0.05 at np=2 vs 0.05 at np=1" in report.checks["lr_scaled"].evidence
 
