@@ -55,11 +55,14 @@ def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
         bar.update(n - body_lo - bar.n)
         bar.close()
     _tail(rd, prev_end)
+    # the fast records are stored in file order; the tolerant parser's come after them
+    fast_end = int(store.cols["off"][store.count - 1]) if store.count else -1
     if rd.slow:
         store.add(Events.from_rows(rd.slow))
     events = store.events()
     del store
-    if len(events.off) > 1 and rd.slow and (np.diff(events.off) < 0).any():
+    slow = np.array([row[0] for row in rd.slow], dtype=np.int64)
+    if len(slow) and (slow[0] < fast_end or (np.diff(slow) < 0).any()):
         events = events.take(np.argsort(events.off, kind="stable"))
     return events
 
