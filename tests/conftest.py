@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from workshop.launch.run import RunConfig, RunError
 from workshop.paths import data_path
 
 REPO = Path(__file__).resolve().parents[1]
+SETUP_SH = REPO / "scripts" / "setup.sh"
 LOCK_PATH = Path(os.environ.get("WORKSHOP_CPU_LOCK", "/tmp/workshop-cpu.lock"))
 
 
@@ -83,6 +85,30 @@ def horovod_ready():
         pytest.fail("horovodrun not found: run `bash scripts/setup.sh --no-run` first")
 
 
+@pytest.fixture
+def tiny_run_argv():
+    """The command line of a tiny live run (2 ranks, 1 epoch of a few steps):
+    ``tiny_run_argv(out_dir, name, *options, steps=3, timeline=False, executable=None)`` ->
+    ``[executable] run -np 2 --epochs 1 --steps-per-epoch STEPS [--no-timeline] --out OUT_DIR
+    --name NAME OPTIONS...``; without ``executable``, the arguments of ``workshop``."""
+
+    def build(
+        out_dir: Path,
+        name: str,
+        *options: str,
+        steps: int = 3,
+        timeline: bool = False,
+        executable: str | None = None,
+    ) -> list[str]:
+        argv = ["run", "-np", "2", "--epochs", "1", "--steps-per-epoch", str(steps)]
+        if not timeline:
+            argv.append("--no-timeline")
+        argv += ["--out", str(out_dir), "--name", name, *options]
+        return [executable, *argv] if executable else argv
+
+    return build
+
+
 # --------------------------------------------------------------------------------------------
 # Recorded samples (data/, see each folder's README for its provenance)
 
@@ -108,14 +134,40 @@ def seed004_tables() -> list[Path]:
 @pytest.fixture
 def fake_program():
     """Make an executable shell script: ``fake_program(path, body) -> path`` (a stand-in for
-    horovodrun, mpirun, a site's ``module`` command, ...)."""
+    horovodrun, mpirun, a site's ``module`` command, ...); missing folders are created."""
 
     def make(path: Path, body: str = "exit 0\n") -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("#!/bin/sh\n" + body)
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         return path
 
     return make
+
+
+# The build tools scripts/setup.sh looks for before it builds anything.
+SETUP_TOOLS = ("mpicc", "mpirun", "g++", "make", "cmake")
+
+
+@pytest.fixture
+def run_setup_sh(fake_program):
+    """Run ``bash scripts/setup.sh --no-run`` against stand-in tools:
+    ``run_setup_sh(stubs, home, **env) -> CompletedProcess``. The build tools it looks for
+    become programs in ``stubs`` that only say their version; PATH is ``stubs`` then
+    ``/usr/bin:/bin``, HOME is ``home``, and ``env`` adds to the environment."""
+
+    def run(stubs: Path, home: Path, **env: str) -> subprocess.CompletedProcess:
+        for tool in SETUP_TOOLS:
+            fake_program(stubs / tool, "echo stub 1.0\n")
+        return subprocess.run(
+            ["bash", str(SETUP_SH), "--no-run"],
+            env={"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(home), **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    return run
 
 
 class FakeLauncher:

@@ -56,23 +56,9 @@ def test_doctor_finds_horovod_without_an_activated_venv(cpu_lock, horovod_ready)
 
 
 @pytest.mark.live
-def test_run_works_without_an_activated_venv(tmp_path, cpu_lock, horovod_ready):
+def test_run_works_without_an_activated_venv(tmp_path, cpu_lock, horovod_ready, tiny_run_argv):
     result = subprocess.run(
-        [
-            str(WORKSHOP),
-            "run",
-            "-np",
-            "2",
-            "--epochs",
-            "1",
-            "--steps-per-epoch",
-            "3",
-            "--no-timeline",
-            "--out",
-            str(tmp_path),
-            "--name",
-            "bare",
-        ],
+        tiny_run_argv(tmp_path, "bare", executable=str(WORKSHOP)),
         capture_output=True,
         text=True,
         env=_bare_env(),

@@ -86,22 +86,8 @@ def test_two_process_run_writes_the_run_directory(
     assert "samples/s" in result.stdout and "timeline.json" in result.stdout
 
 
-def test_a_crashing_rank_is_named(tmp_path, cpu_lock, horovod_ready):
-    result = workshop(
-        "run",
-        "-np",
-        "2",
-        "--epochs",
-        "1",
-        "--steps-per-epoch",
-        "3",
-        "--no-timeline",
-        "--out",
-        str(tmp_path),
-        "--name",
-        "crash",
-        env={"WORKSHOP_FAIL_RANK": "1"},
-    )
+def test_a_crashing_rank_is_named(tmp_path, cpu_lock, horovod_ready, tiny_run_argv):
+    result = workshop(*tiny_run_argv(tmp_path, "crash"), env={"WORKSHOP_FAIL_RANK": "1"})
     assert result.returncode == 1
     log = tmp_path / "crash" / "logs" / "rank.1.log"
     assert "rank 1 crashed" in result.stderr and str(log) in result.stderr

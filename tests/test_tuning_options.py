@@ -198,33 +198,27 @@ def test_jobscript_passes_tuning_options_only_when_given():
     assert _value(tuned, "--cache-capacity") == "0"
 
 
-def _live_run(tmp_path, *options: str) -> dict:
-    argv = [
-        "run",
-        "-np",
-        "2",
-        "--epochs",
-        "1",
-        "--steps-per-epoch",
-        "4",
+def _live_run(tiny_run_argv, tmp_path, *options: str) -> dict:
+    """One epoch of 4 steps, with the timeline, into tmp_path/r; its run.json."""
+    argv = tiny_run_argv(
+        tmp_path,
+        "r",
         "--data",
         "subset",
         "--threads-per-rank",
         "1",
         "--quiet",
-        "--out",
-        str(tmp_path),
-        "--name",
-        "r",
         *options,
-    ]
+        steps=4,
+        timeline=True,
+    )
     assert main(argv) == 0
     return json.loads((tmp_path / "r" / "run.json").read_text())
 
 
 @pytest.mark.live
-def test_fp16_compression_run_completes(tmp_path, cpu_lock, horovod_ready):
-    record = _live_run(tmp_path, "--compression", "fp16", "--cache-capacity", "0")
+def test_fp16_compression_run_completes(tmp_path, cpu_lock, horovod_ready, tiny_run_argv):
+    record = _live_run(tiny_run_argv, tmp_path, "--compression", "fp16", "--cache-capacity", "0")
     assert record["status"] == "ok"
     assert record["config"]["compression"] == "fp16" and record["config"]["cache_capacity"] == 0
     assert _value(record["launch_command"], "--cache-capacity") == "0"
@@ -239,8 +233,10 @@ def test_fp16_compression_run_completes(tmp_path, cpu_lock, horovod_ready):
 
 
 @pytest.mark.live
-def test_two_backward_passes_per_step_run_completes(tmp_path, cpu_lock, horovod_ready):
-    record = _live_run(tmp_path, "--backward-passes-per-step", "2")
+def test_two_backward_passes_per_step_run_completes(
+    tmp_path, cpu_lock, horovod_ready, tiny_run_argv
+):
+    record = _live_run(tiny_run_argv, tmp_path, "--backward-passes-per-step", "2")
     assert record["status"] == "ok" and record["config"]["backward_passes_per_step"] == 2
     metrics = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").open()]
     # 4 optimizer steps of 2 batches of 32 on each of 2 workers
