@@ -182,41 +182,28 @@ def test_start_sets_runtime_environment_and_execs_the_command() -> None:
     assert env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"
 
 
-def test_setup_sh_installs_into_an_existing_non_venv_environment(tmp_path: Path) -> None:
+def test_setup_sh_installs_into_an_existing_non_venv_environment(
+    tmp_path: Path, fake_program, run_setup_sh
+) -> None:
     """setup.sh with WORKSHOP_VENV=<Binder's conda env>, which has bin/python but no
     bin/activate: it must install into that environment (stand-in tools record the calls)."""
     log = tmp_path / "calls.log"
     stubs = tmp_path / "stubs"
-    stubs.mkdir()
     env_dir = tmp_path / "notebook-env"
-    (env_dir / "bin").mkdir(parents=True)
-
-    def stub(path: Path, body: str) -> None:
-        path.write_text("#!/bin/sh\n" + body)
-        path.chmod(0o755)
-
-    for tool in ("mpicc", "mpirun", "g++", "make", "cmake", "workshop"):
-        stub(stubs / tool, "echo stub 1.0\n")
+    fake_program(stubs / "workshop", "echo stub 1.0\n")
     # The environment's python: logs its arguments; says it is 3.11 when asked (`-c`); for
     # build_horovod.sh's probes it prints versions and reports Horovod as already installed.
-    stub(
+    fake_program(
         env_dir / "bin" / "python",
         f'echo "$0 $*" >> {log}\n'
         'case "$1" in -) cat >/dev/null; echo "2.13.0 2.21.0 py311";; -c) echo 3.11;; esac\n'
         "exit 0\n",
     )
-    env = {
-        "PATH": f"{stubs}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "WORKSHOP_VENV": str(env_dir),
-        "WORKSHOP_CACHE": str(tmp_path / "cache"),
-    }
-    result = subprocess.run(
-        ["bash", str(SETUP), "--no-run"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = run_setup_sh(
+        stubs,
+        tmp_path,
+        WORKSHOP_VENV=str(env_dir),
+        WORKSHOP_CACHE=str(tmp_path / "cache"),
     )
     assert result.returncode == 0, (
         "scripts/setup.sh cannot install into an existing environment without bin/activate "

@@ -12,78 +12,76 @@ from pathlib import Path
 import pytest
 
 from workshop.commands.doctor import torch_build
-from workshop.paths import REPO_DIR
-
-SETUP = REPO_DIR / "scripts" / "setup.sh"
 
 
-def _stub(path: Path, body: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-    return path
+@pytest.fixture
+def python_stub(fake_program):
+    """``python_stub(path, version)``: a stand-in interpreter that prints ``version`` for
+    setup.sh's ``-c`` probe and refuses ``-m venv`` (exit 7)."""
+
+    def make(path: Path, version: str) -> Path:
+        return fake_program(
+            path,
+            f'case "$1" in -c) echo {version};; -m) echo "no venv in a stub" >&2; exit 7;; esac\n',
+        )
+
+    return make
 
 
-def _python_stub(path: Path, version: str) -> Path:
-    """A stand-in interpreter: prints ``version`` for setup.sh's ``-c`` probe and refuses
-    ``-m venv`` (exit 7)."""
-    return _stub(
-        path,
-        f'case "$1" in -c) echo {version};; -m) echo "no venv in a stub" >&2; exit 7;; esac\n',
-    )
+@pytest.fixture
+def setup_sh(tmp_path: Path, run_setup_sh):
+    """``setup_sh(**env)``: setup.sh with the stand-in tools in tmp_path/stubs, HOME tmp_path
+    and the environment it would make in tmp_path/venv."""
+
+    def run(**env: str) -> subprocess.CompletedProcess:
+        return run_setup_sh(
+            tmp_path / "stubs", tmp_path, WORKSHOP_VENV=str(tmp_path / "venv"), **env
+        )
+
+    return run
 
 
-def _run_setup(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    stubs = tmp_path / "stubs"
-    for tool in ("mpicc", "mpirun", "g++", "make", "cmake"):
-        _stub(stubs / tool, "echo stub 1.0\n")
-    return subprocess.run(
-        ["bash", str(SETUP), "--no-run"],
-        env={
-            "PATH": f"{stubs}:/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "WORKSHOP_VENV": str(tmp_path / "venv"),
-            **env,
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def test_newest_supported_python_on_path_is_taken_and_named(tmp_path: Path) -> None:
+def test_newest_supported_python_on_path_is_taken_and_named(
+    tmp_path: Path, fake_program, python_stub, setup_sh
+) -> None:
     stubs = tmp_path / "stubs"
     # Like a pyenv shim for a version that is not installed: on PATH, but it fails.
-    _stub(stubs / "python3.13", 'echo "pyenv: python3.13: command not found" >&2; exit 127\n')
-    _python_stub(stubs / "python3.12", "3.12")
-    _python_stub(stubs / "python3.11", "3.11")
-    result = _run_setup(tmp_path)
+    fake_program(
+        stubs / "python3.13", 'echo "pyenv: python3.13: command not found" >&2; exit 127\n'
+    )
+    python_stub(stubs / "python3.12", "3.12")
+    python_stub(stubs / "python3.11", "3.11")
+    result = setup_sh()
     assert result.returncode == 7, result.stderr
     assert f"Python 3.12: {stubs}/python3.12 (the newest supported Python found" in result.stdout
 
 
-def test_workshop_python_wins_over_newer_ones(tmp_path: Path) -> None:
+def test_workshop_python_wins_over_newer_ones(tmp_path: Path, python_stub, setup_sh) -> None:
     stubs = tmp_path / "stubs"
-    _python_stub(stubs / "python3.13", "3.13")
-    chosen = _python_stub(tmp_path / "elsewhere" / "py311", "3.11")
-    result = _run_setup(tmp_path, WORKSHOP_PYTHON=str(chosen))
+    python_stub(stubs / "python3.13", "3.13")
+    chosen = python_stub(tmp_path / "elsewhere" / "py311", "3.11")
+    result = setup_sh(WORKSHOP_PYTHON=str(chosen))
     assert result.returncode == 7, result.stderr
     assert f"Python 3.11: {chosen} (WORKSHOP_PYTHON" in result.stdout
 
 
 @pytest.mark.parametrize("version", ["3.10", "3.14"])
-def test_unsupported_workshop_python_is_refused_by_name(tmp_path: Path, version: str) -> None:
-    chosen = _python_stub(tmp_path / "elsewhere" / "python", version)
-    result = _run_setup(tmp_path, WORKSHOP_PYTHON=str(chosen))
+def test_unsupported_workshop_python_is_refused_by_name(
+    tmp_path: Path, version: str, python_stub, setup_sh
+) -> None:
+    chosen = python_stub(tmp_path / "elsewhere" / "python", version)
+    result = setup_sh(WORKSHOP_PYTHON=str(chosen))
     assert result.returncode == 1
     assert f"WORKSHOP_PYTHON={chosen} is Python {version}" in result.stderr
     assert "needs Python 3.11, 3.12 or 3.13" in result.stderr
 
 
-def test_existing_environment_of_another_python_is_not_mixed(tmp_path: Path) -> None:
-    _python_stub(tmp_path / "venv" / "bin" / "python", "3.11")
-    chosen = _python_stub(tmp_path / "elsewhere" / "python3.13", "3.13")
-    result = _run_setup(tmp_path, WORKSHOP_PYTHON=str(chosen))
+def test_existing_environment_of_another_python_is_not_mixed(
+    tmp_path: Path, python_stub, setup_sh
+) -> None:
+    python_stub(tmp_path / "venv" / "bin" / "python", "3.11")
+    chosen = python_stub(tmp_path / "elsewhere" / "python3.13", "3.13")
+    result = setup_sh(WORKSHOP_PYTHON=str(chosen))
     assert result.returncode == 1
     assert f"{tmp_path / 'venv'} already has Python 3.11" in result.stderr
     assert "Remove" in result.stderr and "WORKSHOP_VENV" in result.stderr
