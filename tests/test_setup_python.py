@@ -76,6 +76,29 @@ def test_unsupported_workshop_python_is_refused_by_name(
     assert "needs Python 3.11, 3.12 or 3.13" in result.stderr
 
 
+def test_a_pyenv_shim_for_an_unselected_version_gets_a_hint(
+    tmp_path: Path, fake_program, setup_sh
+) -> None:
+    """WORKSHOP_PYTHON=python3.13 where pyenv has 3.13.0 installed but not selected (as on this
+    machine): the shim fails, and setup says where pyenv has it and how to choose it."""
+    stubs = tmp_path / "stubs"
+    fake_program(
+        stubs / "python3.13", 'echo "pyenv: python3.13: command not found" >&2; exit 127\n'
+    )
+    fake_program(
+        stubs / "pyenv",
+        'case "$1" in whence) [ "$2" = python3.13 ] && echo 3.13.0 || exit 1;;'
+        f" root) echo {tmp_path}/pyenv;; esac\n",
+    )
+    result = setup_sh(WORKSHOP_PYTHON="python3.13")
+    assert result.returncode == 1
+    assert "WORKSHOP_PYTHON=python3.13 is not a working Python" in result.stderr
+    assert (
+        "pyenv has python3.13 in: 3.13.0 (not selected). Select one (pyenv shell VERSION) or "
+        f"give its path: WORKSHOP_PYTHON={tmp_path}/pyenv/versions/3.13.0/bin/python3.13"
+    ) in result.stderr
+
+
 def test_existing_environment_of_another_python_is_not_mixed(
     tmp_path: Path, python_stub, setup_sh
 ) -> None:
