@@ -348,6 +348,22 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= LR_REL_TOL * max(abs(a), abs(b))
 
 
+def _ranks_lr_differ(ranks: list[dict], series: list[list[float]]) -> Check | None:
+    """A failure at the first step where the ranks' learning rates differ, else None."""
+    for k in range(min(len(lrs) for lrs in series)):
+        if any(not _close(lrs[k], series[0][k]) for lrs in series):
+            detail = ", ".join(
+                f"rank {r['env_rank']} {lrs[k]:g}" for r, lrs in zip(ranks, series, strict=True)
+            )
+            at = "the first step" if k == 0 else f"step {k + 1}"
+            return Check(
+                False,
+                f"the ranks used different learning rates at {at} "
+                f"({detail}): with identical averaged gradients the models drift apart",
+            )
+    return None
+
+
 def check_lr_scaled(
     ranks: list[dict], base: dict | None = None, base_note: str = "no np=1 run"
 ) -> Check:
@@ -366,17 +382,8 @@ def check_lr_scaled(
     if any(not r["steps"][0]["lr"] for r in ranks):
         return Check(None, "the optimizer showed no learning rate")
     series = [[s["lr"][0] for s in r["steps"] if s["lr"]] for r in ranks]
-    for k in range(min(len(lrs) for lrs in series)):
-        if any(not _close(lrs[k], series[0][k]) for lrs in series):
-            detail = ", ".join(
-                f"rank {r['env_rank']} {lrs[k]:g}" for r, lrs in zip(ranks, series, strict=True)
-            )
-            at = "the first step" if k == 0 else f"step {k + 1}"
-            return Check(
-                False,
-                f"the ranks used different learning rates at {at} "
-                f"({detail}): with identical averaged gradients the models drift apart",
-            )
+    if (differ := _ranks_lr_differ(ranks, series)) is not None:
+        return differ
     lrs = series[0]
     first, peak, last = lrs[0], max(lrs), lrs[-1]
     warmed = peak > first * (1 + LR_REL_TOL)
