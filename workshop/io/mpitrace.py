@@ -34,6 +34,7 @@ from __future__ import annotations
 import glob
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,8 +220,19 @@ class MpiProfile:
         return layouts.pop() if layouts else "unknown"
 
 
+# A handler of the line a pattern matched: (line number, line, the match).
+_Handler = Callable[[int, str, re.Match[str]], None]
+
+
 class _Parser:
-    """Line-by-line state machine over one file's text."""
+    """Line-by-line state machine over one file's text.
+
+    :meth:`line` sends each line to a small handler: blank lines, the first line and rules
+    (``-----``) first; then section titles and one-line facts (:attr:`anywhere`), which mean the
+    same in any section; then the row reader of the table the parser is in (:attr:`table_rows`);
+    then ``name = value`` lines and titles of sections this reader does not know
+    (:attr:`between_tables`).
+    """
 
     def __init__(self, text: str, source: str, jobid: str) -> None:
         self.source = source
@@ -235,6 +247,27 @@ class _Parser:
         self.routine_names: set[str] = set()
         self.routine_seps = 0
         self._task_mem_factor = 1.0
+        # tried in this order; the first pattern that matches takes the line
+        self.anywhere: list[tuple[re.Pattern[str], _Handler]] = [
+            (_DATA_FOR, self.second_header),
+            (_TIMES, self.times_title),
+            (_ROUTINE_HDR, self.routine_table_title),
+            (_SIZES_TITLE, self.sizes_title),
+            (_SUMMARY_TITLE, self.summary_title),
+            (_TASKS_TITLE, self.tasks_title),
+            (_ROLE, self.role),
+            (_LARGEST, self.largest),
+            (_EXTREME, self.extreme),
+        ]
+        self.table_rows: dict[str, Callable[[int, str], None]] = {
+            "routines": self.routine_row,
+            "sizes": self.size_line,
+            "tasks": self.task_line,
+        }
+        self.between_tables: list[tuple[re.Pattern[str], _Handler]] = [
+            (_ASSIGN, self.assignment),
+            (_UNKNOWN_TITLE, self.unknown_title),
+        ]
 
     def fail(self, lineno: int, what: str, line: str) -> MpiTraceError:
         shown = line if len(line) <= 80 else line[:77] + "..."
@@ -275,164 +308,179 @@ class _Parser:
         if bad is not None:
             raise self.fail(lineno, f"control character {bad!r} in text", line)
         if not line.strip():
-            if self.section == "tasks" and self.task_header is not None and self.prof:
-                self.section = "after_tasks"
-            return
-        if self.prof is None:
-            match = _DATA_FOR.match(line)
-            if match is None:
-                raise self.fail(
-                    lineno, "not an mpitrace profile (expected 'Data for MPI rank R of N:')", line
-                )
-            rank, ntasks = int(match[1]), int(match[2])
-            if ntasks < 1 or rank >= ntasks:
-                raise self.fail(lineno, f"rank {rank} of {ntasks} is impossible", line)
-            self.prof = ProfileFile(path=self.source, jobid=self.jobid, rank=rank, ntasks=ntasks)
-            self.section = "header"
-            return
-        prof = self.prof
-        if _SEP.match(line):
-            if self.section == "routines":
-                # the first line under the header is a rule too; the next one ends the table
-                if "routine_rows" in self.seen or self.routine_seps >= 1:
-                    self.closed.add("routines")
-                    self.section = "after_routines"
-                self.routine_seps += 1
-            elif self.section == "sizes" and "sizes_started" in self.seen:
-                self.closed.add("sizes")
-                self.section = "after_sizes"
-            elif self.section == "sizes":
-                self.seen.add("sizes_started")  # the line under the title, if any
-            return
-        # section titles, valid anywhere after the header
-        if _DATA_FOR.match(line):
-            raise self.fail(lineno, "a second 'Data for MPI rank' header (files joined?)", line)
-        if match := _TIMES.match(line):
-            prof.layout = "alcf" if match[1] else "current"
-            return
-        if _ROUTINE_HDR.match(line):
-            if "routines" in self.seen:
-                raise self.fail(lineno, "a second routine table", line)
-            self.seen.add("routines")
-            self.section = "routines"
-            return
-        if _SIZES_TITLE.match(line):
-            self.seen.add("sizes")
-            self.section = "sizes"
-            return
-        if _SUMMARY_TITLE.match(line):
-            self.seen.add("summary")
-            self.section = "summary"
-            return
-        if _TASKS_TITLE.match(line):
-            self.seen.add("tasks")
-            self.section = "tasks"
-            self.task_header = None
-            return
-        if match := _ROLE.match(line):
-            task, of, role = int(match[1]), int(match[2]), match[3]
-            if task != prof.rank or of != prof.ntasks:
-                raise self.fail(
-                    lineno,
-                    f"names task {task} of {of} in the file of rank {prof.rank} of {prof.ntasks}",
-                    line,
-                )
-            if role not in prof.roles:
-                prof.roles.append(role)
-            return
-        if match := _LARGEST.match(line):
-            rank, what, value, unit = int(match[1]), match[2], float(match[3]), match[4]
-            if what.startswith("memory"):
-                prof.summary["largest_mem_rank"] = rank
-                prof.summary["largest_mem_mb"] = value * self.mem_factor(lineno, unit, line)
-            else:
-                prof.summary["largest_elapsed_rank"] = rank
-                prof.summary["largest_elapsed_s"] = value
-            return
-        if match := _EXTREME.match(line):
-            role, value, task = match[1], float(match[2]), int(match[3])
-            prof.summary[f"{role}_comm_s"] = value
-            prof.summary[f"{role}_task"] = task
-            return
-        if self.section == "routines":
-            if match := _ROUTINE_ROW.match(line):
-                name = match[1]
-                if name in self.routine_names:
-                    raise self.fail(lineno, f"{name} listed twice in the routine table", line)
-                self.routine_names.add(name)
-                self.seen.add("routine_rows")
-                prof.routines.append((name, int(match[2]), float(match[3]), float(match[4])))
-                return
-            raise self.fail(lineno, "not a row of the routine table", line)
-        if self.section == "sizes":
-            self.seen.add("sizes_started")
-            if match := _SIZE_HDR.match(line):
-                self.size_routine = match[1]
-                return
-            if match := _SIZE_ROW.match(line):
-                if self.size_routine is None:
-                    raise self.fail(lineno, "message-size row before any routine name", line)
-                prof.message_sizes.append(
-                    (self.size_routine, int(match[1]), float(match[2]), float(match[3]))
-                )
-                return
-            raise self.fail(lineno, "not a row of the message size distributions", line)
-        if self.section == "tasks":
-            self.task_line(lineno, line)
-            return
-        if match := _ASSIGN.match(line):
-            key = " ".join(match[1].split()).lower()
-            value, unit = float(match[2]), match[3]
-            if key in _TOTAL_KEYS:
-                column = _TOTAL_KEYS[key]
-                factor = self.mem_factor(lineno, unit, line) if column == "mem_mb" else 1.0
-                prof.totals[column] = value * factor
-            else:
-                prof.extra[key] = value
-            return
-        if _UNKNOWN_TITLE.match(line):
-            self.warn(
-                f"line {lineno}: skipped a section this reader does not know: {line.strip()!r}"
+            self.blank_line()
+        elif self.prof is None:
+            self.first_line(lineno, line)
+        elif _SEP.match(line):
+            self.rule()
+        elif not self.dispatch(self.anywhere, lineno, line):
+            table_row = self.table_rows.get(self.section)
+            if table_row is not None:
+                table_row(lineno, line)
+            elif not self.dispatch(self.between_tables, lineno, line):
+                self.stray_line(lineno, line)
+
+    @staticmethod
+    def dispatch(table: list[tuple[re.Pattern[str], _Handler]], lineno: int, line: str) -> bool:
+        """Give the line to the handler of the first pattern that matches; False if none."""
+        for pattern, handler in table:
+            if match := pattern.match(line):
+                handler(lineno, line, match)
+                return True
+        return False
+
+    # -- lines that are not section content --
+
+    def blank_line(self) -> None:
+        # a blank line ends the task table, once its header is read
+        if self.section == "tasks" and self.task_header is not None and self.prof:
+            self.section = "after_tasks"
+
+    def first_line(self, lineno: int, line: str) -> None:
+        match = _DATA_FOR.match(line)
+        if match is None:
+            raise self.fail(
+                lineno, "not an mpitrace profile (expected 'Data for MPI rank R of N:')", line
             )
-            self.section = "unknown"
-            return
-        if self.section == "unknown":
-            return
-        raise self.fail(lineno, f"unrecognised line ({self.section.replace('_', ' ')})", line)
+        rank, ntasks = int(match[1]), int(match[2])
+        if ntasks < 1 or rank >= ntasks:
+            raise self.fail(lineno, f"rank {rank} of {ntasks} is impossible", line)
+        self.prof = ProfileFile(path=self.source, jobid=self.jobid, rank=rank, ntasks=ntasks)
+        self.section = "header"
 
-    def mem_factor(self, lineno: int, unit: str, line: str) -> float:
-        factor = _MEM_FACTORS.get(unit.lower())
-        if factor is None:
-            raise self.fail(lineno, f"unknown memory unit {unit!r}", line)
-        return factor
+    def rule(self) -> None:
+        if self.section == "routines":
+            # the first line under the header is a rule too; the next one ends the table
+            if "routine_rows" in self.seen or self.routine_seps >= 1:
+                self.closed.add("routines")
+                self.section = "after_routines"
+            self.routine_seps += 1
+        elif self.section == "sizes" and "sizes_started" in self.seen:
+            self.closed.add("sizes")
+            self.section = "after_sizes"
+        elif self.section == "sizes":
+            self.seen.add("sizes_started")  # the line under the title, if any
 
-    def task_line(self, lineno: int, line: str) -> None:
+    def stray_line(self, lineno: int, line: str) -> None:
+        if self.section != "unknown":  # lines of a skipped section are skipped with it
+            raise self.fail(lineno, f"unrecognised line ({self.section.replace('_', ' ')})", line)
+
+    # -- section titles and one-line facts, valid anywhere after the header --
+
+    def second_header(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        raise self.fail(lineno, "a second 'Data for MPI rank' header (files joined?)", line)
+
+    def times_title(self, lineno: int, line: str, match: re.Match[str]) -> None:
         assert self.prof is not None
-        tokens = line.split()
-        if self.task_header is None:
-            if not _TASK_HDR.match(line):
-                raise self.fail(lineno, "expected the task table header ('taskid ...')", line)
-            header = []
-            for token in tokens:
-                low = token.lower()
-                if low in _TASK_COLUMNS:
-                    header.append(_TASK_COLUMNS[low])
-                elif match := re.fullmatch(r"size\((\w+)\)", low):
-                    self._task_mem_factor = self.mem_factor(lineno, match[1], line)
-                    header.append("mem_mb")
-                else:
-                    header.append(re.sub(r"\W+", "_", low).strip("_"))
-            self.task_header = header
-            return
-        if len(tokens) != len(self.task_header):
+        self.prof.layout = "alcf" if match[1] else "current"
+
+    def routine_table_title(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        if "routines" in self.seen:
+            raise self.fail(lineno, "a second routine table", line)
+        self.enter("routines")
+
+    def sizes_title(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        self.enter("sizes")
+
+    def summary_title(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        self.enter("summary")
+
+    def tasks_title(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        self.enter("tasks")
+        self.task_header = None
+
+    def enter(self, section: str) -> None:
+        self.seen.add(section)
+        self.section = section
+
+    def role(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        prof = self.prof
+        assert prof is not None
+        task, of, role = int(match[1]), int(match[2]), match[3]
+        if task != prof.rank or of != prof.ntasks:
             raise self.fail(
                 lineno,
-                f"task table row has {len(tokens)} fields, the header {len(self.task_header)}",
+                f"names task {task} of {of} in the file of rank {prof.rank} of {prof.ntasks}",
                 line,
+            )
+        if role not in prof.roles:
+            prof.roles.append(role)
+
+    def largest(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        assert self.prof is not None
+        rank, what, value, unit = int(match[1]), match[2], float(match[3]), match[4]
+        if what.startswith("memory"):
+            self.prof.summary["largest_mem_rank"] = rank
+            self.prof.summary["largest_mem_mb"] = value * self.mem_factor(lineno, unit, line)
+        else:
+            self.prof.summary["largest_elapsed_rank"] = rank
+            self.prof.summary["largest_elapsed_s"] = value
+
+    def extreme(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        assert self.prof is not None
+        role, value, task = match[1], float(match[2]), int(match[3])
+        self.prof.summary[f"{role}_comm_s"] = value
+        self.prof.summary[f"{role}_task"] = task
+
+    # -- rows of the tables --
+
+    def routine_row(self, lineno: int, line: str) -> None:
+        assert self.prof is not None
+        match = _ROUTINE_ROW.match(line)
+        if match is None:
+            raise self.fail(lineno, "not a row of the routine table", line)
+        name = match[1]
+        if name in self.routine_names:
+            raise self.fail(lineno, f"{name} listed twice in the routine table", line)
+        self.routine_names.add(name)
+        self.seen.add("routine_rows")
+        self.prof.routines.append((name, int(match[2]), float(match[3]), float(match[4])))
+
+    def size_line(self, lineno: int, line: str) -> None:
+        assert self.prof is not None
+        self.seen.add("sizes_started")
+        if match := _SIZE_HDR.match(line):
+            self.size_routine = match[1]
+        elif match := _SIZE_ROW.match(line):
+            if self.size_routine is None:
+                raise self.fail(lineno, "message-size row before any routine name", line)
+            self.prof.message_sizes.append(
+                (self.size_routine, int(match[1]), float(match[2]), float(match[3]))
+            )
+        else:
+            raise self.fail(lineno, "not a row of the message size distributions", line)
+
+    def task_line(self, lineno: int, line: str) -> None:
+        if self.task_header is None:
+            self.task_header = self.task_table_header(lineno, line)
+        else:
+            self.task_row(lineno, line, self.task_header)
+
+    def task_table_header(self, lineno: int, line: str) -> list[str]:
+        if not _TASK_HDR.match(line):
+            raise self.fail(lineno, "expected the task table header ('taskid ...')", line)
+        header = []
+        for token in line.split():
+            low = token.lower()
+            if low in _TASK_COLUMNS:
+                header.append(_TASK_COLUMNS[low])
+            elif match := re.fullmatch(r"size\((\w+)\)", low):
+                self._task_mem_factor = self.mem_factor(lineno, match[1], line)
+                header.append("mem_mb")
+            else:
+                header.append(re.sub(r"\W+", "_", low).strip("_"))
+        return header
+
+    def task_row(self, lineno: int, line: str, header: list[str]) -> None:
+        assert self.prof is not None
+        tokens = line.split()
+        if len(tokens) != len(header):
+            raise self.fail(
+                lineno, f"task table row has {len(tokens)} fields, the header {len(header)}", line
             )
         row: dict[str, object] = {}
         try:
-            for name, token in zip(self.task_header, tokens, strict=True):
+            for name, token in zip(header, tokens, strict=True):
                 if name == "host":
                     row[name] = token
                 elif name in ("taskid", "cpu"):
@@ -450,6 +498,29 @@ class _Parser:
         if not 0 <= int(row.get("taskid", -1)) < self.prof.ntasks:  # type: ignore[arg-type]
             raise self.fail(lineno, f"task id outside 0..{self.prof.ntasks - 1}", line)
         self.prof.tasks.append(row)
+
+    # -- lines between the tables --
+
+    def assignment(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        assert self.prof is not None
+        key = " ".join(match[1].split()).lower()
+        value, unit = float(match[2]), match[3]
+        if key in _TOTAL_KEYS:
+            column = _TOTAL_KEYS[key]
+            factor = self.mem_factor(lineno, unit, line) if column == "mem_mb" else 1.0
+            self.prof.totals[column] = value * factor
+        else:
+            self.prof.extra[key] = value
+
+    def unknown_title(self, lineno: int, line: str, match: re.Match[str]) -> None:
+        self.warn(f"line {lineno}: skipped a section this reader does not know: {line.strip()!r}")
+        self.section = "unknown"
+
+    def mem_factor(self, lineno: int, unit: str, line: str) -> float:
+        factor = _MEM_FACTORS.get(unit.lower())
+        if factor is None:
+            raise self.fail(lineno, f"unknown memory unit {unit!r}", line)
+        return factor
 
     def finish(self) -> None:
         prof = self.prof
