@@ -54,6 +54,8 @@ def test_threaded_scan_equals_one_thread_and_keeps_file_order(
     data = renamed_copies()
     assert len(data) > 2 * stitch.CHUNK  # several chunks, so workers run at once
     monkeypatch.setattr(stitch, "THREADS", 2)
+    monkeypatch.setattr(stitch.os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # cores are free
+    assert stitch.scan_workers() == 2
     threaded = [read(data) for _ in range(3)]
     monkeypatch.setattr(stitch, "THREADS", 1)
     single = read(data)
@@ -65,3 +67,12 @@ def test_threaded_scan_equals_one_thread_and_keeps_file_order(
         for frame in ("spans", "ticks", "cycles", "tensors"):
             assert_same_frame(getattr(tl, frame), getattr(single, frame), frame)
         assert tl.metadata == single.metadata
+
+
+def test_one_scan_worker_while_the_cores_are_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stitch, "THREADS", 2)
+    monkeypatch.setattr(stitch.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(stitch.os, "getloadavg", lambda: (1.9, 0.0, 0.0))
+    assert stitch.scan_workers() == 2
+    monkeypatch.setattr(stitch.os, "getloadavg", lambda: (2.0, 0.0, 0.0))
+    assert stitch.scan_workers() == 1
