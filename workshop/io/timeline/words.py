@@ -28,9 +28,6 @@ EVERY_LOW_7_BITS = repeated(0x7F)
 EVERY_BYTE_QUOTE = repeated(ord('"'))
 EVERY_BYTE_ZERO_DIGIT = repeated(ord("0"))
 EVERY_BYTE_CARRY_ABOVE_9 = repeated(0x80 - 10)  # adding it sets the high bit of bytes > 9
-HIGH_BIT_OF_BYTE = np.uint64(7)  # the high bit of byte k is bit 8k + 7
-TOP_BYTE_SHIFT = np.uint64(56)
-BYTE_INDEX_MULTIPLIER = np.uint64(0x0001020304050607)  # 2**(8k) times this: k in the top byte
 
 # Decimal digits to a number, pairwise: 8 one-digit bytes -> 4 two-digit 16-bit lanes -> 2
 # four-digit 32-bit lanes -> one eight-digit value (mask, multiplier, shift of each step).
@@ -64,11 +61,10 @@ def low_bytes(count: int) -> np.uint64:
 
 def first_flagged_byte(t: np.ndarray) -> np.ndarray:
     """Index of the lowest byte whose high bit is set in each word of ``t`` (only high bits
-    set), 8 when none: the isolated lowest bit, 2**(8k+7), shifted to 2**(8k) and multiplied
-    by 0x0001020304050607 puts k in the top byte."""
-    lowest = (t & (~t + np.uint64(1))) >> HIGH_BIT_OF_BYTE
-    k = ((lowest * BYTE_INDEX_MULTIPLIER) >> TOP_BYTE_SHIFT).astype(np.int64)
-    return np.where(t == 0, 8, k)
+    set), 8 when none: the trailing zero bits, counted as the set bits of
+    ``(t & -t) - 1`` (64 when ``t`` is 0), divided by 8."""
+    below_lowest = (t & np.negative(t)) - np.uint64(1)
+    return (np.bitwise_count(below_lowest) >> np.uint8(3)).astype(np.int64)
 
 
 def quoted_strings(words: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -111,7 +107,6 @@ def _digit_count(w: np.ndarray) -> np.ndarray:
 def _digits_value(w: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Value of the first ``count`` (<= 8) ASCII digits of each word."""
     v = w << ((8 - np.minimum(count, 8)) * 8).astype(np.uint64)  # digits to the high bytes
-    v = np.where(count >= 8, w, v)
     for mask, multiplier, shift in DIGIT_COMBINE_STEPS:
         v = ((v & mask) * multiplier) >> shift
     return v.astype(np.int64)
