@@ -13,19 +13,20 @@
 # cgroups) and patchelf (installed when missing). Not part of the test command.
 #
 #   sudo bash scripts/binder_conditions.sh [--dir DIR] [--python PREFIX] [--build-horovod]
-#        [--cpu-lock FILE]
+#        [--limit-build] [--cpu-lock FILE]
 #
 # --python PREFIX: the CPython installation to relocate (default: the prefix of python3.11;
 #   Binder's runtime.txt asks for 3.11). Unless --build-horovod is given, the Horovod wheel that
 #   this machine's setup already compiled for that Python is copied into the user's cache, so
 #   postBuild installs it instead of compiling it again on one CPU (say so when you quote times).
+# --limit-build: run postBuild under the 2 GiB limit too (does the image build fit in 2 GiB?).
 # --cpu-lock FILE: hold this lock during the timed notebook replay and live run.
 # Where PyTorch's CPU index cannot be reached (this workplace), root's pip configuration (here: a
 # local CPU torch wheel for Python 3.11) is given to the notebook user instead.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DIR=/var/tmp/workshop-binder PY_PREFIX="" BUILD=0 CPU_LOCK="" USER_NAME=jovyan
+DIR=/var/tmp/workshop-binder PY_PREFIX="" BUILD=0 CPU_LOCK="" USER_NAME=jovyan LIMIT_BUILD=0
 # Binder takes torch from PyTorch's CPU index; where it cannot be reached (this workplace), PyPI
 # and pip's own configuration (a local CPU wheel here) instead.
 TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -34,8 +35,9 @@ while (($#)); do
         --dir) DIR=$2; shift ;;
         --python) PY_PREFIX=$2; shift ;;
         --build-horovod) BUILD=1 ;;
+        --limit-build) LIMIT_BUILD=1 ;;
         --cpu-lock) CPU_LOCK=$2; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "binder_conditions.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -107,8 +109,9 @@ fi
 # RSS, the cgroup's peak (all processes, page cache included), and how often it hit its limit.
 as_user() {
     local label=$1 command=$2 rc=0 peak="" fail="" lock=() limit=-1 CG=""
-    # No limit for the build (see above); Binder's 2 GiB for everything the learner runs.
-    [[ $label == postBuild ]] || limit=$((2 * 1024 ** 3))
+    # No limit for the build (see above) unless --limit-build; Binder's 2 GiB for everything
+    # the learner runs.
+    [[ $label == postBuild && $LIMIT_BUILD == 0 ]] || limit=$((2 * 1024 ** 3))
     if [[ -n "$CG_PARENT" ]]; then
         CG="$CG_PARENT/workshop-binder-$label"
         mkdir "$CG"
