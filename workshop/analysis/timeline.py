@@ -32,7 +32,7 @@ allreduce ran relative to the backward pass, and what changed between two runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -957,6 +957,9 @@ def _metrics(tl: Timeline) -> dict[str, Any]:
 def timeline_findings(tl: Timeline) -> list[str]:
     """A diagnosis in words, with the numbers behind it (``workshop timeline report``).
 
+    Each paragraph comes from one rule of :data:`_SPAN_RULES`, in that order, after the
+    file's own notes (:func:`_file_lines`).
+
     Args:
         tl: a Timeline.
 
@@ -964,13 +967,22 @@ def timeline_findings(tl: Timeline) -> list[str]:
         Lines of text (no trailing newlines), one finding each; indented lines detail the
         finding above them.
     """
-    lines: list[str] = []
+    lines = _file_lines(tl)
+    if tl.spans.empty:
+        lines.append("No negotiation or processing spans: nothing to diagnose.")
+        return "\n".join(lines)
+    for rule in _SPAN_RULES:
+        lines.extend(rule(tl))
+    return lines
+
+
+def _file_lines(tl: Timeline) -> list[str]:
+    """What was read: records, tensors, activity, cycle marks; a cut, unclosed or skipped data."""
     md = tl.metadata
-    sp = tl.spans
-    lines.append(
+    lines = [
         f"Timeline {md.get('path')}: {md.get('events', 0)} records, {len(tl.tensors)} tensors, "
         f"{tl.span_us / 1e6:.2f} s of activity, {len(tl.cycles)} cycle marks."
-    )
+    ]
     if tl.truncated:
         lines.append(
             f"The file is cut inside a record at byte {md.get('truncated_at')}; everything "
@@ -987,26 +999,25 @@ def timeline_findings(tl: Timeline) -> list[str]:
     if md.get("skipped"):
         n = sum(x for _, x in md["skipped"])
         lines.append(f"{n} unreadable bytes were skipped in {len(md['skipped'])} ranges.")
-    if sp.empty:
-        lines.append("No negotiation or processing spans: nothing to diagnose.")
-        return "\n".join(lines)
+    return lines
 
-    share = negotiation_share(sp).set_index("op")
+
+def _negotiation_lines(tl: Timeline) -> list[str]:
+    """The negotiation share of the tensor time, the waiting inside it, and per op."""
+    share = negotiation_share(tl.spans).set_index("op")
     allrow = share.loc["all"]
-    lines.append("")
-    lines.append(
+    lines = [
+        "",
         f"Negotiation takes {_pct(allrow['negotiation_share'])} of the collective tensor time "
         f"({allrow['negotiate_us'] / 1e6:.2f} s in {int(allrow['negotiations'])} negotiations, "
         f"against {allrow['processing_us'] / 1e6:.2f} s processing {int(allrow['ops'])} ops; "
         "tensor time sums the spans of all tensors: N tensors negotiated together count N "
-        "times, so totals can exceed the run's wall-clock time)."
-    )
-    lines.append(
+        "times, so totals can exceed the run's wall-clock time).",
         "  A negotiation lasts from the cycle in which the first rank had the tensor ready to "
         "the cycle in which the last rank had: it is waiting for the last rank, in whole "
-        "background cycles, not work."
-    )
-    waits = negotiation_waits(sp, tl.ticks)
+        "background cycles, not work.",
+    ]
+    waits = negotiation_waits(tl.spans, tl.ticks)
     if len(waits):
         lines.append(
             f"  In the {len(waits)} negotiations with readiness ticks, waiting from the first "
@@ -1020,10 +1031,14 @@ def timeline_findings(tl: Timeline) -> list[str]:
             f"{row['mean_processing_us'] / 1e3:.2f} ms; negotiation share "
             f"{_pct(row['negotiation_share'])}."
         )
-    det = detect_backend(sp)
-    lines.append("")
-    lines.append(f"Library: {backend(sp)}.")
-    for _, row in det.iterrows():
+    return lines
+
+
+def _library_lines(tl: Timeline) -> list[str]:
+    """The communication library per op, with its evidence, and where processing time goes."""
+    sp = tl.spans
+    lines = ["", f"Library: {backend(sp)}."]
+    for _, row in detect_backend(sp).iterrows():
         note = f" ({row['note']})" if row["note"] else ""
         lines.append(f"  {row['op']}: {row['library']} [{row['evidence']}]{note}")
     bd = breakdown(sp, by="all")
@@ -1032,65 +1047,55 @@ def timeline_findings(tl: Timeline) -> list[str]:
     if total > 0:
         parts = [f"{r.phase} {_pct(r.total_us / total)}" for r in proc.head(4).itertuples()]
         lines.append("  Processing time goes to: " + ", ".join(parts) + ".")
+    return lines
 
-    groups = fusion_groups(sp)
-    if len(groups):
-        multi = groups[groups["tensors"] > 1]
-        lines.append("")
-        lines.append(
-            f"Fusion: {len(groups)} responses, {len(multi)} of them fused several tensors; "
-            f"mean {groups['tensors'].mean():.1f} tensors and "
-            f"{format_bytes(groups['bytes'].mean())} per response, largest "
-            f"{format_bytes(groups['bytes'].max())}."
-        )
+
+def _fusion_lines(tl: Timeline) -> list[str]:
+    """How many tensors and bytes each response fused."""
+    groups = fusion_groups(tl.spans)
+    if not len(groups):
+        return []
+    multi = groups[groups["tensors"] > 1]
+    return [
+        "",
+        f"Fusion: {len(groups)} responses, {len(multi)} of them fused several tensors; "
+        f"mean {groups['tensors'].mean():.1f} tensors and "
+        f"{format_bytes(groups['bytes'].mean())} per response, largest "
+        f"{format_bytes(groups['bytes'].max())}.",
+    ]
+
+
+def _straggler_lines(tl: Timeline) -> list[str]:
+    """Which rank was last ready, how often and how late; or why the ticks are missing."""
     strag = stragglers(tl.ticks)
-    lines.append("")
-    if len(strag):
-        negotiations = int((sp["kind"].astype(str) == "negotiate").sum())
-        ticked = int(tl.ticks.groupby(["pid", "negotiation"]).ngroups)
-        if ticked < negotiations:
-            scope = (
-                f"only {ticked} of {negotiations} negotiations have ticks: Horovod writes them "
-                "on response-cache misses, the first negotiation of each tensor, so this says "
-                "who was late at start-up, not during training (HOROVOD_CACHE_CAPACITY=0 "
-                "records every step)"
-            )
-        else:
-            scope = "every negotiation has ticks (response cache off): this covers training"
-        lines.append(
-            f"Stragglers ({len(tl.ticks)} readiness ticks from {tl.ticks['rank'].nunique()} "
-            f"ranks; lateness is behind the first rank ready for the same tensor; {scope}):"
-        )
-        for r in strag.itertuples():
-            lines.append(
-                f"  rank {int(r.rank)}: last in {int(r.times_last)} negotiations "
-                f"({_pct(r.share_last)}), mean {r.mean_lateness_us / 1e3:.2f} ms, p95 "
-                f"{r.p95_lateness_us / 1e3:.2f} ms, max {r.max_lateness_us / 1e3:.2f} ms late."
-            )
-    else:
-        lines.append(
+    if not len(strag):
+        return [
+            "",
             "No readiness ticks from two ranks: Horovod writes ticks only when its response "
-            "cache misses (set HOROVOD_CACHE_CAPACITY=0 to see them every step)."
+            "cache misses (set HOROVOD_CACHE_CAPACITY=0 to see them every step).",
+        ]
+    negotiations = int((tl.spans["kind"].astype(str) == "negotiate").sum())
+    ticked = int(tl.ticks.groupby(["pid", "negotiation"]).ngroups)
+    if ticked < negotiations:
+        scope = (
+            f"only {ticked} of {negotiations} negotiations have ticks: Horovod writes them "
+            "on response-cache misses, the first negotiation of each tensor, so this says "
+            "who was late at start-up, not during training (HOROVOD_CACHE_CAPACITY=0 "
+            "records every step)"
         )
-    lines.extend(_overlap_lines(tl))
-    ev = early_vs_steady(sp).set_index("phase")
-    if len(ev):
-        lines.append("")
-        lines.append(f"Over time ({int(ev['steps'].sum())} training steps found):")
-        if "startup" in ev.index:
-            r = ev.loc["startup"]
-            lines.append(
-                f"  start-up before the first step: {r['time_us'] / 1e6:.2f} s, negotiation "
-                f"{r['negotiate_us'] / 1e6:.2f} s of tensor time (share "
-                f"{_pct(r['negotiation_share'])})."
-            )
-        for phase in ("first", "steady"):
-            r = ev.loc[phase]
-            lines.append(
-                f"  {phase} {int(r['steps'])} steps: median step {r['step_us'] / 1e3:.1f} ms, "
-                f"negotiation {r['negotiate_per_step_us'] / 1e3:.1f} ms per step (share "
-                f"{_pct(r['negotiation_share'])})."
-            )
+    else:
+        scope = "every negotiation has ticks (response cache off): this covers training"
+    lines = [
+        "",
+        f"Stragglers ({len(tl.ticks)} readiness ticks from {tl.ticks['rank'].nunique()} "
+        f"ranks; lateness is behind the first rank ready for the same tensor; {scope}):",
+    ]
+    for r in strag.itertuples():
+        lines.append(
+            f"  rank {int(r.rank)}: last in {int(r.times_last)} negotiations "
+            f"({_pct(r.share_last)}), mean {r.mean_lateness_us / 1e3:.2f} ms, p95 "
+            f"{r.p95_lateness_us / 1e3:.2f} ms, max {r.max_lateness_us / 1e3:.2f} ms late."
+        )
     return lines
 
 
@@ -1120,6 +1125,40 @@ def _overlap_lines(tl: Timeline) -> list[str]:
             f"pass, {int(steps['ops_in_backward_some'].sum())} inside some rank's."
         )
     return lines
+
+
+def _over_time_lines(tl: Timeline) -> list[str]:
+    """Start-up, the first steps and the steady state: step time and negotiation per step."""
+    ev = early_vs_steady(tl.spans).set_index("phase")
+    if not len(ev):
+        return []
+    lines = ["", f"Over time ({int(ev['steps'].sum())} training steps found):"]
+    if "startup" in ev.index:
+        r = ev.loc["startup"]
+        lines.append(
+            f"  start-up before the first step: {r['time_us'] / 1e6:.2f} s, negotiation "
+            f"{r['negotiate_us'] / 1e6:.2f} s of tensor time (share "
+            f"{_pct(r['negotiation_share'])})."
+        )
+    for phase in ("first", "steady"):
+        r = ev.loc[phase]
+        lines.append(
+            f"  {phase} {int(r['steps'])} steps: median step {r['step_us'] / 1e3:.1f} ms, "
+            f"negotiation {r['negotiate_per_step_us'] / 1e3:.1f} ms per step (share "
+            f"{_pct(r['negotiation_share'])})."
+        )
+    return lines
+
+
+_SPAN_RULES: tuple[Callable[[Timeline], list[str]], ...] = (
+    _negotiation_lines,
+    _library_lines,
+    _fusion_lines,
+    _straggler_lines,
+    _overlap_lines,
+    _over_time_lines,
+)
+"""The paragraphs of :func:`timeline_findings` for a timeline with spans, in report order."""
 
 
 def _pct(x: float) -> str:
