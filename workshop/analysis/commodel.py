@@ -325,6 +325,19 @@ def predict_from_run(
 # whose measured speedup it is compared with (the scaling group of that run).
 _SAME_WORK = ("batch_size", "dataset", "fusion_threshold_mb", "cycle_time_ms")
 
+# The runs-table columns comm_model_vs_measurement reads.
+_PIPELINE_COLUMNS = (
+    "run",
+    "np",
+    "steps",
+    "epochs_done",
+    "steady_epoch_time_s",
+    "batch_size",
+    "dataset",
+    "fusion_threshold_mb",
+    "cycle_time_ms",
+)
+
 
 def _default_knobs(runs: pd.DataFrame) -> pd.Series:
     """True for runs with Horovod's default fusion threshold and cycle time."""
@@ -397,24 +410,8 @@ def comm_model_vs_measurement(
             np >= 2, or the fit or the prediction fails (the message says why); always, when
             ``runs`` lacks a column this pipeline reads.
     """
-    needed = [
-        "run",
-        "np",
-        "steps",
-        "epochs_done",
-        "steady_epoch_time_s",
-        "batch_size",
-        "dataset",
-        "fusion_threshold_mb",
-        "cycle_time_ms",
-    ]
-    require_columns(runs, needed, "comm_model_vs_measurement", frame="runs")
-    ops_by_run = {}
-    for row in runs.itertuples():
-        if row.np >= 2 and row.run in spans_by_run:
-            ops = allreduce_ops(spans_by_run[row.run], int(row.np))
-            if len(ops):
-                ops_by_run[row.run] = ops
+    require_columns(runs, _PIPELINE_COLUMNS, "comm_model_vs_measurement", frame="runs")
+    ops_by_run = _ops_by_run(runs, spans_by_run)
     if not ops_by_run:
         if strict:
             raise ValueError(
@@ -431,9 +428,7 @@ def comm_model_vs_measurement(
             raise
         return {"ops": ops, "error": str(exc)}
     out: dict = {"ops": ops, "fit": fit, "timelines": len(ops_by_run)}
-    candidates = runs[runs["run"].isin(ops_by_run)]
-    default = candidates[_default_knobs(candidates)]
-    ref = (default if len(default) else candidates).iloc[0]
+    ref = _reference_run(runs[runs["run"].isin(ops_by_run)])
     try:
         prediction, inputs = predict_from_run(
             fit,
@@ -447,11 +442,7 @@ def comm_model_vs_measurement(
         if strict:
             raise
         return out | {"prediction_error": str(exc)}
-    measured = None
-    for key, group in scaling_groups(runs):
-        if all(key[k] == (None if pd.isna(ref[k]) else ref[k]) for k in _SAME_WORK if k in key):
-            measured = speedup_table(group)
-            break
+    measured = _measured_speedups(runs, ref)
     out |= {
         "run": ref["run"],
         "inputs": inputs,
@@ -462,14 +453,51 @@ def comm_model_vs_measurement(
     if measured is None:
         return out
     out["comparison"] = compare_prediction(prediction, measured)
+    step_1 = _one_worker_step_s(runs, ref)
+    if step_1 is not None:
+        inputs["np1_step_time_s"] = step_1
+        inputs["unexplained_s"] = inputs["compute_time_s"] - step_1
+    return out
+
+
+def _ops_by_run(
+    runs: pd.DataFrame, spans_by_run: dict[str, pd.DataFrame]
+) -> dict[str, pd.DataFrame]:
+    """Run name -> :func:`allreduce_ops` of its timeline, for the runs with np >= 2 and at
+    least one allreduce."""
+    ops_by_run = {}
+    for row in runs.itertuples():
+        if row.np >= 2 and row.run in spans_by_run:
+            ops = allreduce_ops(spans_by_run[row.run], int(row.np))
+            if len(ops):
+                ops_by_run[row.run] = ops
+    return ops_by_run
+
+
+def _reference_run(candidates: pd.DataFrame) -> pd.Series:
+    """The run the prediction starts from: the first with Horovod's default fusion threshold
+    and cycle time, else the first."""
+    default = candidates[_default_knobs(candidates)]
+    return (default if len(default) else candidates).iloc[0]
+
+
+def _measured_speedups(runs: pd.DataFrame, ref: pd.Series) -> pd.DataFrame | None:
+    """The speedup table of the scaling group doing the same work as ``ref``, or None."""
+    for key, group in scaling_groups(runs):
+        if all(key[k] == (None if pd.isna(ref[k]) else ref[k]) for k in _SAME_WORK if k in key):
+            return speedup_table(group)
+    return None
+
+
+def _one_worker_step_s(runs: pd.DataFrame, ref: pd.Series) -> float | None:
+    """Median steady step time (s) of the one-worker runs with default knobs doing the work of
+    ``ref`` (same batch size and dataset), or None without such runs."""
     alone = runs[
         (runs["np"] == 1)
         & _default_knobs(runs)
         & (runs["batch_size"] == ref["batch_size"])
         & (runs["dataset"] == ref["dataset"])
     ]
-    if len(alone):
-        step_1 = float((alone["steady_epoch_time_s"] / alone["steps"]).median())
-        inputs["np1_step_time_s"] = step_1
-        inputs["unexplained_s"] = inputs["compute_time_s"] - step_1
-    return out
+    if not len(alone):
+        return None
+    return float((alone["steady_epoch_time_s"] / alone["steps"]).median())
