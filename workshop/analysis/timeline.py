@@ -704,25 +704,46 @@ def allreduce_overlap(
             )
     if not grads:
         return pd.DataFrame(columns=OVERLAP_COLUMNS + extra)
+    df = _complete_steps(spans, grads)
+    if df.empty:
+        return pd.DataFrame(columns=OVERLAP_COLUMNS + extra)
+    out = _step_relative_times(df)
+    if cycles is not None:
+        _add_cycle_columns(out, cycles)
+    out = out.sort_values(["step", "ready_us", "op_start_us"], kind="stable")
+    return out[OVERLAP_COLUMNS + extra].reset_index(drop=True)
+
+
+def _numbered_by_tensor(rows: pd.DataFrame) -> pd.DataFrame:
+    """The closed rows, ``tensor`` as str, and ``step``: the row's index among its tensor's."""
+    rows = rows[rows["closed"].astype(bool)] if "closed" in rows else rows
+    rows = rows.assign(tensor=rows["tensor"].astype(str))
+    rows["step"] = rows.groupby("tensor").cumcount()
+    return rows
+
+
+def _complete_steps(spans: pd.DataFrame, grads: list[str]) -> pd.DataFrame:
+    """Each gradient's k-th negotiation beside its k-th allreduce op, for the steps that have
+    all gradients: ``tensor``, ``step``, ``group``, ``start_us_neg``, ``end_us_neg``,
+    ``start_us_op``, ``end_us_op``."""
     names = spans["tensor"].astype(str)
     neg = spans[(spans["name"].astype(str) == "NEGOTIATE_ALLREDUCE") & names.isin(grads)]
-    neg = neg[neg["closed"].astype(bool)] if "closed" in neg else neg
-    neg = neg.sort_values("seq", kind="stable").assign(tensor=lambda d: d["tensor"].astype(str))
-    neg["step"] = neg.groupby("tensor").cumcount()
+    neg = _numbered_by_tensor(neg.sort_values("seq", kind="stable"))
     ops = _grouped_ops(spans)
     ops = ops[(ops["op"].astype(str) == "ALLREDUCE") & ops["tensor"].astype(str).isin(grads)]
-    ops = ops[ops["closed"].astype(bool)] if "closed" in ops else ops
-    ops = ops.assign(tensor=ops["tensor"].astype(str))
-    ops["step"] = ops.groupby("tensor").cumcount()
+    ops = _numbered_by_tensor(ops)
     df = neg[["tensor", "step", "start_us", "end_us"]].merge(
         ops[["tensor", "step", "group", "start_us", "end_us"]],
         on=["tensor", "step"],
         suffixes=("_neg", "_op"),
     )
     complete = df.groupby("step")["tensor"].transform("nunique") == len(grads)
-    df = df[complete]
-    if df.empty:
-        return pd.DataFrame(columns=OVERLAP_COLUMNS + extra)
+    return df[complete]
+
+
+def _step_relative_times(df: pd.DataFrame) -> pd.DataFrame:
+    """The columns of :func:`allreduce_overlap` up to ``overlap_us``, from
+    :func:`_complete_steps`, times since the step's first negotiation start."""
     start = df.groupby("step")["start_us_neg"].transform("min")
     out = pd.DataFrame(
         {
@@ -741,17 +762,20 @@ def allreduce_overlap(
     out["all_backward_end_us"] = by_step["all_ready_us"].transform("max")
     before = np.minimum(out["op_end_us"], out["backward_end_us"]) - out["op_start_us"]
     out["overlap_us"] = before.clip(lower=0)
-    if cycles is not None:
-        marks = np.sort(cycles["start_us"].to_numpy())
+    return out
 
-        def cycle_of(t: pd.Series) -> np.ndarray:
-            return np.searchsorted(marks, (t + out["step_start_us"]).to_numpy(), "right") - 1
 
-        out["op_cycle"] = cycle_of(out["op_start_us"])
-        out["in_backward_all"] = out["op_cycle"] <= cycle_of(out["backward_end_us"]) - 2
-        out["in_backward_some"] = out["op_cycle"] <= cycle_of(out["all_backward_end_us"]) - 2
-    out = out.sort_values(["step", "ready_us", "op_start_us"], kind="stable")
-    return out[OVERLAP_COLUMNS + extra].reset_index(drop=True)
+def _add_cycle_columns(out: pd.DataFrame, cycles: pd.DataFrame) -> None:
+    """Add ``op_cycle``, ``in_backward_all`` and ``in_backward_some`` to ``out`` (see
+    :func:`allreduce_overlap`): an op two cycles before a mark ended before that mark."""
+    marks = np.sort(cycles["start_us"].to_numpy())
+
+    def cycle_of(t: pd.Series) -> np.ndarray:
+        return np.searchsorted(marks, (t + out["step_start_us"]).to_numpy(), "right") - 1
+
+    out["op_cycle"] = cycle_of(out["op_start_us"])
+    out["in_backward_all"] = out["op_cycle"] <= cycle_of(out["backward_end_us"]) - 2
+    out["in_backward_some"] = out["op_cycle"] <= cycle_of(out["all_backward_end_us"]) - 2
 
 
 def overlap_by_step(overlap: pd.DataFrame) -> pd.DataFrame:
