@@ -308,14 +308,7 @@ def check_script(
         CheckError: horovodrun is not installed.
     """
     script = Path(path)
-    if not script.is_file():
-        raise FileNotFoundError(f"no script {str(script)!r} (from {Path.cwd()})")
-    if np < 2:
-        raise ValueError(f"np={np}: the checks compare ranks, use np >= 2")
-    if framework not in (None, *FRAMEWORKS):
-        raise ValueError(f"framework={framework!r} is not one of {', '.join(FRAMEWORKS)}")
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s={timeout_s} must be > 0")
+    _check_arguments(script, np, framework, timeout_s)
     say = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
     horovodrun = find_horovodrun()
     script = script.resolve()
@@ -332,37 +325,74 @@ def check_script(
         launches["base"] = _start("base", 1, workdir, script, args, cwd, env, horovodrun, True)
     try:
         timed_out = _wait(launches, start + timeout_s, say)
-        main = launches["main"]
-        observations = main.observations()
-        output = main.output()[-OUTPUT_CHARS:]
-        seconds = time.monotonic() - start
-        found = _framework(observations)
-        if timed_out:
-            error = (
-                f"stopped after {timeout_s:g} s: the script did not finish; does it loop "
-                "forever or wait on a rank that crashed? (workshop check is meant for "
-                "short runs: pass arguments that make it take a few steps)"
-            )
-            if observations:
-                error += f"; {ranks_text(sorted(observations))} had finished"
-            checks = _not_judged("stopped by the timeout")
-            return Report(str(path), np, found, checks, 2, seconds, error, output)
-        crash = _crash_message(observations, np, main)
-        if crash:
-            checks = _not_judged("the script did not finish")
-            return Report(str(path), np, found, checks, 2, seconds, crash, output)
-        base, note = _base_observation(launches.get("base"))
-        checks = judge(list(observations.values()), base, note, framework)
-        exit_code = 1 if any(check.ok is False for check in checks.values()) else 0
-        hook_errors = sorted({e for obs in observations.values() for e in obs["hook_errors"]})
-        error = None
-        if hook_errors:
-            error = "the checker could not observe everything: " + "; ".join(hook_errors[:3])
-        return Report(str(path), np, found, checks, exit_code, seconds, error, output)
+        return _report(str(path), np, framework, launches, timed_out, timeout_s, start)
     finally:
         for launch in launches.values():
             launch.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check_arguments(script: Path, np: int, framework: str | None, timeout_s: float) -> None:
+    """Raise the errors :func:`check_script` documents for a bad argument."""
+    if not script.is_file():
+        raise FileNotFoundError(f"no script {str(script)!r} (from {Path.cwd()})")
+    if np < 2:
+        raise ValueError(f"np={np}: the checks compare ranks, use np >= 2")
+    if framework not in (None, *FRAMEWORKS):
+        raise ValueError(f"framework={framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s={timeout_s} must be > 0")
+
+
+def _report(
+    script: str,
+    np: int,
+    framework: str | None,
+    launches: dict[str, _Launch],
+    timed_out: bool,
+    timeout_s: float,
+    start: float,
+) -> Report:
+    """The :class:`Report` on the ended (or stopped) launches of :func:`check_script`: not
+    judged after a timeout or a crash, else the verdicts of
+    :func:`workshop.check.verdicts.judge`."""
+    main = launches["main"]
+    observations = main.observations()
+    output = main.output()[-OUTPUT_CHARS:]
+    seconds = time.monotonic() - start
+    found = _framework(observations)
+    if timed_out:
+        error = _timeout_message(timeout_s, observations)
+        checks = _not_judged("stopped by the timeout")
+        return Report(script, np, found, checks, 2, seconds, error, output)
+    crash = _crash_message(observations, np, main)
+    if crash:
+        checks = _not_judged("the script did not finish")
+        return Report(script, np, found, checks, 2, seconds, crash, output)
+    base, note = _base_observation(launches.get("base"))
+    checks = judge(list(observations.values()), base, note, framework)
+    exit_code = 1 if any(check.ok is False for check in checks.values()) else 0
+    error = _hook_errors_message(observations)
+    return Report(script, np, found, checks, exit_code, seconds, error, output)
+
+
+def _timeout_message(timeout_s: float, observations: dict[int, dict]) -> str:
+    error = (
+        f"stopped after {timeout_s:g} s: the script did not finish; does it loop "
+        "forever or wait on a rank that crashed? (workshop check is meant for "
+        "short runs: pass arguments that make it take a few steps)"
+    )
+    if observations:
+        error += f"; {ranks_text(sorted(observations))} had finished"
+    return error
+
+
+def _hook_errors_message(observations: dict[int, dict]) -> str | None:
+    """What the runner's hooks could not observe (the first three), or None."""
+    hook_errors = sorted({e for obs in observations.values() for e in obs["hook_errors"]})
+    if not hook_errors:
+        return None
+    return "the checker could not observe everything: " + "; ".join(hook_errors[:3])
 
 
 def _wait(launches: dict[str, _Launch], deadline: float, say) -> bool:
