@@ -256,7 +256,29 @@ def plan(spec: JobSpec) -> JobPlan:
     if spec.nodes < 1:
         raise JobScriptError(f"--nodes must be >= 1, got {spec.nodes}")
     walltime_s = walltime_seconds(spec.walltime)
+    gpus = _gpus_per_node(spec, system)
+    device = spec.device or ("cuda" if gpus > 0 else "cpu")
+    if device not in ("cuda", "cpu"):
+        raise JobScriptError(f"--device {device!r}: a job script uses cuda or cpu")
+    ranks = _ranks_per_node(spec, system, gpus, device)
+    threads = _threads_per_rank(spec, system, ranks)
+    _check_account(spec, system)
+    queue = spec.queue or system.default_queue
+    if queue is not None and not NAME_RE.match(queue):
+        raise JobScriptError(f"--queue {queue!r}: letters, digits, _ . - only")
+    if not spec.allow_unknown_queue:
+        _check_queue(system, queue, spec.nodes, gpus, walltime_s)
+    filesystems = _filesystems(spec, system)
+    job_name = _job_name(spec, ranks)
+    if not spec.python.startswith("/"):
+        raise JobScriptError(f"--python {spec.python!r} must be an absolute path")
+    return JobPlan(
+        spec, system, gpus, ranks, threads, device, queue, filesystems, job_name, walltime_s
+    )
 
+
+def _gpus_per_node(spec: JobSpec, system: System) -> int:
+    """``--gpus-per-node``, or the system's, checked against the system's nodes."""
     gpus = spec.gpus_per_node if spec.gpus_per_node is not None else system.gpus_per_node
     if gpus is None:
         raise JobScriptError(
@@ -269,9 +291,11 @@ def plan(spec: JobSpec) -> JobPlan:
         raise JobScriptError(
             f"--gpus-per-node {gpus}: a {system.name} node has {system.gpus_per_node} GPUs"
         )
-    device = spec.device or ("cuda" if gpus > 0 else "cpu")
-    if device not in ("cuda", "cpu"):
-        raise JobScriptError(f"--device {device!r}: a job script uses cuda or cpu")
+    return gpus
+
+
+def _ranks_per_node(spec: JobSpec, system: System, gpus: int, device: str) -> int:
+    """``--ranks-per-node``, or one per GPU; a GPU each on cuda, at most a core each."""
     ranks = spec.ranks_per_node if spec.ranks_per_node is not None else gpus
     if ranks < 1:
         raise JobScriptError(
@@ -290,12 +314,20 @@ def plan(spec: JobSpec) -> JobPlan:
         raise JobScriptError(
             f"--ranks-per-node {ranks}: a {system.name} node has {system.cores_per_node} cores"
         )
+    return ranks
+
+
+def _threads_per_rank(spec: JobSpec, system: System, ranks: int) -> int | None:
+    """``--threads-per-rank``, or the node's cores shared by its ranks (None: unknown)."""
     threads = spec.threads_per_rank
     if threads is None and system.cores_per_node is not None:
         threads = max(1, system.cores_per_node // ranks)
     if threads is not None and threads < 1:
         raise JobScriptError(f"--threads-per-rank must be >= 1, got {threads}")
+    return threads
 
+
+def _check_account(spec: JobSpec, system: System) -> None:
     if system.account_required and not spec.account:
         raise JobScriptError(
             f"--account is required on {system.name}: name the project allocation to charge "
@@ -304,12 +336,9 @@ def plan(spec: JobSpec) -> JobPlan:
     if spec.account and not NAME_RE.match(spec.account):
         raise JobScriptError(f"--account {spec.account!r}: letters, digits, _ . - only")
 
-    queue = spec.queue or system.default_queue
-    if queue is not None and not NAME_RE.match(queue):
-        raise JobScriptError(f"--queue {queue!r}: letters, digits, _ . - only")
-    if not spec.allow_unknown_queue:
-        _check_queue(system, queue, spec.nodes, gpus, walltime_s)
 
+def _filesystems(spec: JobSpec, system: System) -> str | None:
+    """``--filesystems``, or the system's default; only on systems that have them."""
     filesystems = spec.filesystems or system.filesystems
     if filesystems is not None:
         if system.filesystems is None:
@@ -320,17 +349,17 @@ def plan(spec: JobSpec) -> JobPlan:
                 f"--filesystems {filesystems!r}: names separated by "
                 f"{system.fs_separator!r} on {system.name}, e.g. {system.filesystems}"
             )
+    return filesystems
 
+
+def _job_name(spec: JobSpec, ranks: int) -> str:
+    """``--job-name``, or one made of the framework, data set and shape of the job."""
     framework = _option_value(spec.run_options, "--framework") or "torch"
     dataset = _option_value(spec.run_options, "--dataset") or "mnist"
     job_name = spec.job_name or f"workshop-{framework}-{dataset}-{spec.nodes}x{ranks}"
     if not NAME_RE.match(job_name):
         raise JobScriptError(f"--job-name {job_name!r}: letters, digits, _ . - only")
-    if not spec.python.startswith("/"):
-        raise JobScriptError(f"--python {spec.python!r} must be an absolute path")
-    return JobPlan(
-        spec, system, gpus, ranks, threads, device, queue, filesystems, job_name, walltime_s
-    )
+    return job_name
 
 
 def _check_queue(system: System, queue: str | None, nodes: int, gpus: int, walltime_s: int):
