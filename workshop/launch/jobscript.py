@@ -498,14 +498,40 @@ def render(spec: JobSpec) -> str:
         JobScriptError: the job cannot run as asked (see :func:`plan`).
     """
     job = plan(spec)
-    system, rpn = job.system, job.ranks_per_node
     cd_line, launcher, launcher_note = _launcher(job)
+    lines = ["#!/bin/bash -l", *_directives(job), "#", *_about_lines(job, launcher_note)]
+    lines += ["", "set -euo pipefail"]
+    if cd_line:
+        lines.append(cd_line)
+    if spec.setup:
+        lines += ["", "# Site environment (conda activation scripts may read unset variables)."]
+        lines += ["set +u", *spec.setup, "set -u"]
+    threads_lines, run = _run_command(job)
+    lines += [
+        "",
+        f"WORKSHOP_PYTHON={shlex.quote(spec.python)}",
+        f"NODES={spec.nodes}",
+        f"RANKS_PER_NODE={job.ranks_per_node}",
+        "NP=$((NODES * RANKS_PER_NODE))",
+        *threads_lines,
+        f'LAUNCHER="{launcher}"',
+        "",
+        'echo "workshop job: $NP ranks on $NODES node(s), launcher: $LAUNCHER"',
+        *_wrap(run),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _about_lines(job: JobPlan, launcher_note: str) -> list[str]:
+    """The comment block under the directives: the job's shape, how it runs, how to submit it
+    and the command that made it."""
+    spec, system = job.spec, job.system
     submit = {"cobalt": "qsub", "pbs": "qsub", "slurm": "sbatch"}[system.scheduler]
     per_rank = "one GPU per rank" if job.device == "cuda" else "CPU only"
-    lines = ["#!/bin/bash -l", *_directives(job), "#"]
-    lines += [
+    lines = [
         f"# Horovod workshop job for {system.title}:",
-        f"#   {spec.nodes} node(s) x {rpn} rank(s) = {job.np} ranks, {per_rank}"
+        f"#   {spec.nodes} node(s) x {job.ranks_per_node} rank(s) = {job.np} ranks, {per_rank}"
         + (
             f", {job.threads_per_rank} threads per rank."
             if job.threads_per_rank
@@ -524,12 +550,11 @@ def render(spec: JobSpec) -> str:
     if spec.command:
         lines += ["# Made by (regenerate rather than edit):"]
         lines += ["#   " + line for line in _wrap(spec.command, width=92)]
-    lines += ["", "set -euo pipefail"]
-    if cd_line:
-        lines.append(cd_line)
-    if spec.setup:
-        lines += ["", "# Site environment (conda activation scripts may read unset variables)."]
-        lines += ["set +u", *spec.setup, "set -u"]
+    return lines
+
+
+def _run_command(job: JobPlan) -> tuple[list[str], list[str]]:
+    """``(shell lines that set THREADS, or none; the words of the workshop run command)``."""
     run = [
         '"$WORKSHOP_PYTHON"',
         "-m",
@@ -554,23 +579,10 @@ def render(spec: JobSpec) -> str:
             "(( THREADS >= 1 )) || THREADS=1",
         ]
         run += ["--threads-per-rank", '"$THREADS"']
-    run += list(spec.run_options)
-    if spec.out_dir:
-        run += ["--out", spec.out_dir]
-    lines += [
-        "",
-        f"WORKSHOP_PYTHON={shlex.quote(spec.python)}",
-        f"NODES={spec.nodes}",
-        f"RANKS_PER_NODE={rpn}",
-        "NP=$((NODES * RANKS_PER_NODE))",
-        *threads_lines,
-        f'LAUNCHER="{launcher}"',
-        "",
-        'echo "workshop job: $NP ranks on $NODES node(s), launcher: $LAUNCHER"',
-        *_wrap(run),
-        "",
-    ]
-    return "\n".join(lines)
+    run += list(job.spec.run_options)
+    if job.spec.out_dir:
+        run += ["--out", job.spec.out_dir]
+    return threads_lines, run
 
 
 def run_arguments(options: Mapping[str, object], flags: Mapping[str, str]) -> list[str]:
