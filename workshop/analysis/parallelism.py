@@ -520,17 +520,7 @@ def choose_parallelism(
         ``min_gpus_model_parallel`` (GPUs the model must at least be split over, assuming an
         even split of state and activations; 1 if it fits).
     """
-    for key in ("model", "state_bytes", "activation_bytes_per_sample", "batch_per_gpu"):
-        if key not in estimate:
-            raise ValueError(f"choose_parallelism: the estimate has no {key!r}")
-    if not 0 <= reserve_fraction < 1:
-        raise ValueError(
-            f"choose_parallelism: reserve_fraction must be in [0, 1), got {reserve_fraction}"
-        )
-    if gpu_memory_bytes <= 0:
-        raise ValueError(
-            f"choose_parallelism: gpu_memory_bytes must be > 0, got {gpu_memory_bytes}"
-        )
+    _check_choice_inputs(estimate, gpu_memory_bytes, reserve_fraction)
     batch = int(batch_per_gpu or estimate["batch_per_gpu"])
     usable = gpu_memory_bytes * (1 - reserve_fraction)
     state = float(estimate["state_bytes"])
@@ -541,16 +531,7 @@ def choose_parallelism(
     if state + per_sample > usable:
         gpus = math.ceil(need / usable)
         strategy = "model parallel"
-        what = (
-            f"parameters, gradients and optimizer state alone ({format_bytes(state)})"
-            if state > usable
-            else f"the state ({format_bytes(state)}) plus one sample's activations "
-            f"({format_bytes(per_sample)})"
-        )
-        reason = (
-            f"{what} exceed the usable {format_bytes(usable)} of one GPU: split the layers over "
-            f">= {gpus} GPUs (pipeline), or shard the state / recompute activations"
-        )
+        reason = _model_parallel_reason(state, per_sample, usable, gpus)
     elif need > usable:
         gpus = 1
         strategy = "data parallel (smaller batch)"
@@ -579,6 +560,37 @@ def choose_parallelism(
         "max_batch_per_gpu": max_batch,
         "min_gpus_model_parallel": gpus,
     }
+
+
+def _check_choice_inputs(
+    estimate: pd.Series | dict, gpu_memory_bytes: float, reserve_fraction: float
+) -> None:
+    """Raise the ``ValueError`` of :func:`choose_parallelism` for a bad argument."""
+    for key in ("model", "state_bytes", "activation_bytes_per_sample", "batch_per_gpu"):
+        if key not in estimate:
+            raise ValueError(f"choose_parallelism: the estimate has no {key!r}")
+    if not 0 <= reserve_fraction < 1:
+        raise ValueError(
+            f"choose_parallelism: reserve_fraction must be in [0, 1), got {reserve_fraction}"
+        )
+    if gpu_memory_bytes <= 0:
+        raise ValueError(
+            f"choose_parallelism: gpu_memory_bytes must be > 0, got {gpu_memory_bytes}"
+        )
+
+
+def _model_parallel_reason(state: float, per_sample: float, usable: float, gpus: int) -> str:
+    """Why the model must be split: what exceeds the usable memory, and over how many GPUs."""
+    what = (
+        f"parameters, gradients and optimizer state alone ({format_bytes(state)})"
+        if state > usable
+        else f"the state ({format_bytes(state)}) plus one sample's activations "
+        f"({format_bytes(per_sample)})"
+    )
+    return (
+        f"{what} exceed the usable {format_bytes(usable)} of one GPU: split the layers over "
+        f">= {gpus} GPUs (pipeline), or shard the state / recompute activations"
+    )
 
 
 def parallelism_table(
