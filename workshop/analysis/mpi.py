@@ -169,68 +169,81 @@ def negotiation_signature(
         ``small_time_share`` (0..1, NaN without allreduces), ``threshold_bytes``.
     """
     rank = _default_rank(profile, rank)
-    out: dict[str, object] = {"rank": rank, "threshold_bytes": small_bytes}
     sizes = profile.message_sizes
     sizes = sizes[(sizes["rank"] == rank) & (sizes["routine"] == ALLREDUCE)]
     routines = profile.routines
     row = routines[(routines["rank"] == rank) & (routines["routine"] == ALLREDUCE)]
-    nan = math.nan
+    out: dict[str, object] = {"rank": rank, "threshold_bytes": small_bytes}
+    out.update(_small_and_large(sizes, row, small_bytes))
+    out.update(_allreduce_totals(sizes, row))
+    calls, time_s = out["allreduce_calls"], out["allreduce_time_s"]
+    out["small_call_share"] = (
+        out["small_calls"] / calls if calls else math.nan  # type: ignore[operator]
+    )
+    out["small_time_share"] = (
+        out["small_time_s"] / time_s if time_s else math.nan  # type: ignore[operator]
+    )
+    return out
+
+
+_NO_CALLS = (0, 0.0, 0.0)
+_UNKNOWN = (math.nan, math.nan, math.nan)
+
+
+def _calls_time_bytes(sizes: pd.DataFrame) -> tuple[int, float, float]:
+    """Calls, time (s) and bytes moved of message-size bins."""
+    return (
+        int(sizes["calls"].sum()),
+        float(sizes["time_s"].sum()),
+        float((sizes["calls"] * sizes["avg_bytes"]).sum()),
+    )
+
+
+def _small_and_large(
+    sizes: pd.DataFrame, row: pd.DataFrame, small_bytes: float
+) -> dict[str, object]:
+    """``source`` and the calls, time and bytes of small and of large allreduces (see
+    :func:`negotiation_signature`): from the size bins ``sizes``, else from the routine-table
+    ``row`` (all small, or unknown), else none."""
     if len(sizes):
-        small = sizes[sizes["avg_bytes"] <= small_bytes]
-        large = sizes[sizes["avg_bytes"] > small_bytes]
-        out.update(
-            source="message sizes",
-            small_calls=int(small["calls"].sum()),
-            small_time_s=float(small["time_s"].sum()),
-            small_bytes=float((small["calls"] * small["avg_bytes"]).sum()),
-            large_calls=int(large["calls"].sum()),
-            large_time_s=float(large["time_s"].sum()),
-            large_bytes=float((large["calls"] * large["avg_bytes"]).sum()),
-        )
+        source = "message sizes"
+        small = _calls_time_bytes(sizes[sizes["avg_bytes"] <= small_bytes])
+        large = _calls_time_bytes(sizes[sizes["avg_bytes"] > small_bytes])
     elif len(row) and float(row["avg_bytes"].iloc[0]) <= small_bytes:
         r = row.iloc[0]
-        out.update(
-            source="routine table",
-            small_calls=int(r["calls"]),
-            small_time_s=float(r["time_s"]),
-            small_bytes=float(r["calls"] * r["avg_bytes"]),
-            large_calls=0,
-            large_time_s=0.0,
-            large_bytes=0.0,
-        )
+        source = "routine table"
+        small = (int(r["calls"]), float(r["time_s"]), float(r["calls"] * r["avg_bytes"]))
+        large = _NO_CALLS
     elif len(row):
-        out.update(
-            source="routine table",
-            small_calls=nan,
-            small_time_s=nan,
-            small_bytes=nan,
-            large_calls=nan,
-            large_time_s=nan,
-            large_bytes=nan,
-        )
+        source, small, large = "routine table", _UNKNOWN, _UNKNOWN
     else:
-        out.update(
-            source="none",
-            small_calls=0,
-            small_time_s=0.0,
-            small_bytes=0.0,
-            large_calls=0,
-            large_time_s=0.0,
-            large_bytes=0.0,
-        )
+        source, small, large = "none", _NO_CALLS, _NO_CALLS
+    return {
+        "source": source,
+        "small_calls": small[0],
+        "small_time_s": small[1],
+        "small_bytes": small[2],
+        "large_calls": large[0],
+        "large_time_s": large[1],
+        "large_bytes": large[2],
+    }
+
+
+def _allreduce_totals(sizes: pd.DataFrame, row: pd.DataFrame) -> dict[str, object]:
+    """All allreduce calls, their time (s) and average bytes: from the routine-table ``row``,
+    else summed over the size bins ``sizes`` (average NaN without any)."""
     if len(row):
-        out["allreduce_calls"] = int(row["calls"].iloc[0])
-        out["allreduce_time_s"] = float(row["time_s"].iloc[0])
-        out["allreduce_avg_bytes"] = float(row["avg_bytes"].iloc[0])
-    else:
-        out["allreduce_calls"] = int(sizes["calls"].sum())
-        out["allreduce_time_s"] = float(sizes["time_s"].sum())
-        moved = float((sizes["calls"] * sizes["avg_bytes"]).sum())
-        out["allreduce_avg_bytes"] = moved / out["allreduce_calls"] if len(sizes) else nan
-    calls, time_s = out["allreduce_calls"], out["allreduce_time_s"]
-    out["small_call_share"] = out["small_calls"] / calls if calls else nan
-    out["small_time_share"] = out["small_time_s"] / time_s if time_s else nan
-    return out
+        return {
+            "allreduce_calls": int(row["calls"].iloc[0]),
+            "allreduce_time_s": float(row["time_s"].iloc[0]),
+            "allreduce_avg_bytes": float(row["avg_bytes"].iloc[0]),
+        }
+    calls, time_s, moved = _calls_time_bytes(sizes)
+    return {
+        "allreduce_calls": calls,
+        "allreduce_time_s": time_s,
+        "allreduce_avg_bytes": moved / calls if len(sizes) else math.nan,
+    }
 
 
 def load_imbalance(profile: MpiProfile) -> dict[str, object]:
