@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -316,6 +317,21 @@ def test_report_states_the_numbers() -> None:
     assert "Allreduces against the backward pass" in text and "cycle-exact" in text
     nocache = "\n".join(A.timeline_findings(load("tl-torch-gloo-np2-nocache")[0]))
     assert "every negotiation has ticks" in nocache
+
+
+def test_report_of_a_timeline_without_spans_is_a_list_of_lines(tmp_path: Path) -> None:
+    """A timeline cut before its first span: the findings are lines, like any other (a string
+    here made `workshop timeline report` print one character per line)."""
+    source = data_path("timelines/tl-torch-gloo-np2/timeline.json")
+    cut = tmp_path / "timeline.json"
+    cut.write_bytes(source.read_bytes()[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimelineWarning)
+        tl = read_timeline(cut)
+    assert tl.spans.empty
+    findings = A.timeline_findings(tl)
+    assert isinstance(findings, list)
+    assert findings[-1] == "No negotiation or processing spans: nothing to diagnose."
 
 
 def constructed_spans(rows: list[tuple[str, str, str]]) -> pd.DataFrame:

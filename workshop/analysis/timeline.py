@@ -994,7 +994,7 @@ def timeline_findings(tl: Timeline) -> list[str]:
     lines = _file_lines(tl)
     if tl.spans.empty:
         lines.append("No negotiation or processing spans: nothing to diagnose.")
-        return "\n".join(lines)
+        return lines
     for rule in _SPAN_RULES:
         lines.extend(rule(tl))
     return lines
