@@ -14,6 +14,8 @@
 #   --dir DIR (root and logs; default /var/tmp/workshop-check-distro/SUITE[-gccN])
 #   --gcc N (build with gcc-N/g++-N)  --cmake VERSION (PyPI's cmake==VERSION instead of Debian's)
 #   --setup-only (run only the first command)  --keep (keep the root afterwards)
+#   --pytest-args 'ARGS' (the second command with these pytest arguments, e.g. some tests'
+#   node ids, for a quicker check than the whole suite)
 #   --build-lock FILE (run the setup command, which compiles Horovod, under `flock FILE`)
 #   --cpu-lock FILE (share this host lock file with the tests' live runs inside the root)
 # The summary (versions, time of each command, pytest's last line) is printed and written to
@@ -22,7 +24,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SUITE=trixie MIRROR=http://deb.debian.org/debian DIR="" GCC="" KEEP=0 BUILD_LOCK="" CPU_LOCK=""
-CMAKE="" SETUP_ONLY=0
+CMAKE="" SETUP_ONLY=0 PYTEST_ARGS=""
 while (($#)); do
     case "$1" in
         --suite) SUITE=$2; shift ;;
@@ -31,10 +33,11 @@ while (($#)); do
         --gcc) GCC=$2; shift ;;
         --cmake) CMAKE=$2; shift ;;
         --setup-only) SETUP_ONLY=1 ;;
+        --pytest-args) PYTEST_ARGS=$2; shift ;;
         --keep) KEEP=1 ;;
         --build-lock) BUILD_LOCK=$2; shift ;;
         --cpu-lock) CPU_LOCK=$2; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "check_distro.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -139,10 +142,10 @@ say "setup: exit $setup_rc after $setup_s s"
 
 test_rc=-1 test_s=0
 if [[ $setup_rc == 0 && $SETUP_ONLY == 0 ]]; then
-    say "README command 2: bash scripts/test.sh (log $DIR/test.log)"
+    say "README command 2: bash scripts/test.sh $PYTEST_ARGS (log $DIR/test.log)"
     start=$(date +%s)
     test_rc=0
-    in_root "bash scripts/test.sh" >"$DIR/test.log" 2>&1 || test_rc=$?
+    in_root "bash scripts/test.sh $PYTEST_ARGS" >"$DIR/test.log" 2>&1 || test_rc=$?
     test_s=$(($(date +%s) - start))
     say "tests: exit $test_rc after $test_s s"
 fi
@@ -161,7 +164,7 @@ versions=$(in_root 'echo "Debian $(cat /etc/debian_version)";
         "$DIR/setup.log" | paste -sd ' ' || true)"
     echo "bash scripts/setup.sh: exit $setup_rc, $setup_s s"
     if [[ $test_rc != -1 ]]; then
-        echo "bash scripts/test.sh: exit $test_rc, $test_s s;" \
+        echo "bash scripts/test.sh${PYTEST_ARGS:+ $PYTEST_ARGS}: exit $test_rc, $test_s s;" \
             "pytest: $(grep -a -E '^=+ .*(passed|failed|error).* =+$' "$DIR/test.log" | tail -n 1)"
     elif [[ $setup_rc == 0 ]]; then
         echo "bash scripts/test.sh: not run (--setup-only)"
