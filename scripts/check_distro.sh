@@ -37,7 +37,7 @@ while (($#)); do
         --keep) KEEP=1 ;;
         --build-lock) BUILD_LOCK=$2; shift ;;
         --cpu-lock) CPU_LOCK=$2; shift ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "check_distro.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
