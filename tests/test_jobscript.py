@@ -361,17 +361,15 @@ def _horovod_ready() -> bool:
     return shutil.which("mpirun") is not None
 
 
-def open_mpi_major() -> int:
-    """The major version of the local ``mpirun`` (Open MPI), from ``mpirun --version``."""
-    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
-    return int(out.split(")", 1)[1].split(".")[0])
-
-
 def cobalt_nodefile(ranks_on_node: int) -> str:
     """This machine as Cobalt writes ``COBALT_NODEFILE``: the node's host name, one line per node.
     Open MPI 5's mpirun (PRRTE) sees ``COBALT_JOBID`` and reads that file as a PBS nodefile, a
     line per slot: there the node is listed once per rank, or it has one slot."""
-    lines = 1 if open_mpi_major() < 5 else ranks_on_node
+    from workshop.launch.profiler import mpi_version
+
+    # "mpirun (Open MPI) 4.1.4" -> 4
+    open_mpi_major = int(mpi_version().rsplit(" ", 1)[1].split(".")[0])
+    lines = 1 if open_mpi_major < 5 else ranks_on_node
     return f"{socket.gethostname()}\n" * lines
 
 

@@ -312,11 +312,9 @@ def _version(package: str) -> str | None:
 
 def provenance() -> dict:
     """Versions and host facts recorded in run.json."""
-    mpi = None
-    mpirun = find_program("mpirun")
-    if mpirun:
-        result = subprocess.run([mpirun, "--version"], capture_output=True, text=True)
-        mpi = (result.stdout or result.stderr).splitlines()[0] if result.returncode == 0 else None
+    from workshop.launch.profiler import mpi_version
+
+    mpi = mpi_version() or None
     cpu = (
         next(
             (
