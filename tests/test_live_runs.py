@@ -96,22 +96,16 @@ def test_a_crashing_rank_is_named(tmp_path, cpu_lock, horovod_ready, tiny_run_ar
     assert run["status"] == "failed" and run["failed_ranks"] == [1]
 
 
+def long_run_argv(out: Path, name: str, *options: str) -> list[str]:
+    """`workshop run -np 2 --epochs 50 [options] --out OUT --name NAME`: a run that is still
+    training when a test stops it."""
+    cmd = [sys.executable, "-m", "workshop.cli", "run", "-np", "2", "--epochs", "50"]
+    return [*cmd, *options, "--out", str(out), "--name", name]
+
+
 def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_lock, horovod_ready):
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workshop.cli",
-            "run",
-            "-np",
-            "2",
-            "--epochs",
-            "50",
-            "--out",
-            str(tmp_path),
-            "--name",
-            "stopped",
-        ],
+        long_run_argv(tmp_path, "stopped"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -140,21 +134,7 @@ def _start_long_run(run_dir: Path) -> tuple[subprocess.Popen, list]:
     import psutil
 
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workshop.cli",
-            "run",
-            "-np",
-            "2",
-            "--epochs",
-            "50",
-            "--no-timeline",
-            "--out",
-            str(run_dir.parent),
-            "--name",
-            run_dir.name,
-        ],
+        long_run_argv(run_dir.parent, run_dir.name, "--no-timeline"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -17,6 +17,23 @@ from workshop.plot import lr as plot_lr  # noqa: E402
 from workshop.plot import scaling as plot_scaling  # noqa: E402
 
 
+def two_runs_epochs() -> pd.DataFrame:
+    """Two constructed runs of two epochs each: a small batch without LR scaling, a large one
+    with linear scaling and warmup (the columns plot_lr's curves read)."""
+    return pd.DataFrame(
+        {
+            "run": ["a"] * 2 + ["b"] * 2,
+            "epoch": [1, 2] * 2,
+            "elapsed_s": [1, 2, 0.5, 1],
+            "test_accuracy": [0.5, 0.8, 0.3, 0.4],
+            "train_accuracy": [0.6, 0.9, 0.3, 0.5],
+            "global_batch_size": [32, 32, 512, 512],
+            "lr_scaling": ["none"] * 2 + ["linear"] * 2,
+            "warmup_epochs": [0, 0, 1, 1],
+        }
+    )
+
+
 @pytest.fixture(autouse=True)
 def _close():
     yield
@@ -77,18 +94,7 @@ def test_legends_never_cover_curves():
     table = scaling.speedup_table(table)
     assert _legend_right_of_axes(plot_scaling.plot_speedup(table))
     assert _legend_right_of_axes(plot_scaling.plot_efficiency(table))
-    epochs = pd.DataFrame(
-        {
-            "run": ["a"] * 2 + ["b"] * 2,
-            "epoch": [1, 2] * 2,
-            "elapsed_s": [1, 2, 0.5, 1],
-            "test_accuracy": [0.5, 0.8, 0.3, 0.4],
-            "train_accuracy": [0.6, 0.9, 0.3, 0.5],
-            "global_batch_size": [32, 32, 512, 512],
-            "lr_scaling": ["none"] * 2 + ["linear"] * 2,
-            "warmup_epochs": [0, 0, 1, 1],
-        }
-    )
+    epochs = two_runs_epochs()
     assert _legend_right_of_axes(plot_lr.plot_accuracy_curves(epochs))
     assert plot_lr.plot_accuracy_curves(epochs, legend=False).get_legend() is None
     gap = plot_lr.plot_train_test_gap(lr.train_test_gap(epochs))
@@ -170,18 +176,7 @@ def test_autotune_plots(tmp_path):
 
 
 def test_lr_plots():
-    epochs = pd.DataFrame(
-        {
-            "run": ["a"] * 2 + ["b"] * 2,
-            "epoch": [1, 2] * 2,
-            "elapsed_s": [1, 2, 0.5, 1],
-            "test_accuracy": [0.5, 0.8, 0.3, 0.4],
-            "train_accuracy": [0.6, 0.9, 0.3, 0.5],
-            "global_batch_size": [32, 32, 512, 512],
-            "lr_scaling": ["none"] * 2 + ["linear"] * 2,
-            "warmup_epochs": [0, 0, 1, 1],
-        }
-    )
+    epochs = two_runs_epochs()
     ax = plot_lr.plot_accuracy_curves(epochs, x="elapsed_s")
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "batch 32, lr none",
