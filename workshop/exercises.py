@@ -2,26 +2,45 @@
 
 Each exercise in a lesson has four cells: a markdown cell tagged ``exercise`` (the task and what
 to predict), an answer cell the learner fills in (``answer_05_1 = None``), a check cell, and the
-worked solution, tagged ``solution`` and collapsed, which ends by checking its own answer::
+worked solution, tagged ``solution`` and collapsed::
 
     exercises.check("05.1", answer_05_1, expected=measured_negotiations, rel_tol=0.15,
-                    hint="one negotiation round per cycle: elapsed time / cycle time")
+                    hints=("how often does Horovod negotiate?",
+                           "one negotiation round per cycle: divide a time by a time"))
+
+    if SOLUTIONS:
+        solution_05_1 = elapsed_s / cycle_s  # the worked solution, explained
+        exercises.check_solution("05.1", solution_05_1, expected=measured_negotiations,
+                                 rel_tol=0.15)
+    else:
+        exercises.solution_hidden("05.1")
 
 The expected value is always computed by the notebook from data (or from a formula the lesson
 taught), never typed in. An unanswered exercise (``None``) is not an error: the check says what
-to do. Under papermill the solutions run too; ``WORKSHOP_EXERCISES_STRICT=1`` (set by the test
-harness) turns a wrong answer into an error, so a solution that no longer matches the data fails
-the notebook test.
+to do. Hints come only after a wrong answer and escalate: the first wrong try shows
+``hints[0]``, the second ``hints[1]``, and so on (the last one repeats).
+
+Solutions run only when the notebook's ``SOLUTIONS`` parameter is True (CI sets it through
+papermill); they never touch ``answer_NN_k``, and :func:`passed` counts only the learner's
+answers. ``WORKSHOP_EXERCISES_STRICT=1`` (set by the test harness) turns a wrong answer or a
+solution that no longer matches the data into an error.
+
+Every check and solution is recorded in :func:`registry` (expected value, tolerances, hints),
+and, when ``WORKSHOP_EXERCISES_LOG`` names a file, appended to it as one JSON object per line,
+so a test can read what a papermill run checked (tests/test_notebooks.py).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 STRICT_ENV = "WORKSHOP_EXERCISES_STRICT"
+LOG_ENV = "WORKSHOP_EXERCISES_LOG"
+MAX_HINTS = 3
 
 
 class ExerciseError(AssertionError):
@@ -44,7 +63,21 @@ class Verdict:
         pass
 
 
+@dataclass(frozen=True)
+class Record:
+    """What an exercise checks against: the notebook's expected value, tolerances and hints."""
+
+    exercise: str
+    expected: object
+    rel_tol: float
+    abs_tol: float
+    hints: tuple[str, ...]
+
+
 _RESULTS: dict[str, bool] = {}
+_WRONG_TRIES: dict[str, int] = {}
+_REGISTRY: dict[str, Record] = {}
+_SOLUTIONS: dict[str, bool] = {}
 
 
 def _strict() -> bool:
@@ -59,14 +92,27 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _word(text: str) -> str:
+    # "(c)", " C ", "c)" and "c." all name option c; words compare without case.
+    return text.strip().strip("().").strip().lower()
+
+
 def _matches(answer, expected, rel_tol: float, abs_tol: float) -> bool:
     answer, expected = _plain(answer), _plain(expected)
     if isinstance(expected, str):
-        return isinstance(answer, str) and answer.strip().lower() == expected.strip().lower()
+        return isinstance(answer, str) and _word(answer) == _word(expected)
     if isinstance(expected, (set, frozenset)):
         if isinstance(answer, str) or not isinstance(answer, Iterable):
             return False
-        return {_plain(a) for a in answer} == {_plain(e) for e in expected}
+        normal = {_word(a) if isinstance(a, str) else _plain(a) for a in answer}
+        return normal == {_word(e) if isinstance(e, str) else _plain(e) for e in expected}
+    if isinstance(expected, (tuple, list)):
+        # A ranking: the order matters, each item compared like a single answer.
+        if isinstance(answer, str) or not isinstance(answer, Sequence):
+            return False
+        return len(answer) == len(expected) and all(
+            _matches(a, e, rel_tol, abs_tol) for a, e in zip(answer, expected, strict=True)
+        )
     if isinstance(expected, bool) or not _is_number(expected):
         return answer == expected
     if not _is_number(answer) or math.isnan(answer):
@@ -76,8 +122,10 @@ def _matches(answer, expected, rel_tol: float, abs_tol: float) -> bool:
 
 def _describe(expected, rel_tol: float, abs_tol: float) -> str:
     expected = _plain(expected)
+    if isinstance(expected, (set, frozenset)):
+        return repr(sorted(expected, key=str))
     if not _is_number(expected):
-        return repr(sorted(expected)) if isinstance(expected, (set, frozenset)) else repr(expected)
+        return repr(expected)
     text = f"{expected:,.4g}"
     if rel_tol:
         text += f" (within {rel_tol:.0%})"
@@ -86,35 +134,105 @@ def _describe(expected, rel_tol: float, abs_tol: float) -> str:
     return text
 
 
+def _hints(exercise: str, hints: Sequence[str], hint: str) -> tuple[str, ...]:
+    if isinstance(hints, str):
+        raise TypeError(f"[{exercise}] hints= takes a tuple of strings, not one string")
+    if hint:
+        if hints:
+            raise TypeError(f"[{exercise}] give hints=(...) or the older hint=..., not both")
+        hints = (hint,)
+    hints = tuple(hints)
+    if len(hints) > MAX_HINTS or not all(isinstance(h, str) and h.strip() for h in hints):
+        raise ValueError(
+            f"[{exercise}] hints must be 1 to {MAX_HINTS} non-empty strings, got {hints!r}"
+        )
+    return hints
+
+
+def _jsonable(value):
+    """The expected value for the JSON log, with its kind (a ranking keeps its order)."""
+    value = _plain(value)
+    if isinstance(value, bool):
+        return {"kind": "bool", "value": value}
+    if _is_number(value):
+        return {"kind": "number", "value": value if math.isfinite(value) else repr(value)}
+    if isinstance(value, str):
+        return {"kind": "string", "value": value}
+    if isinstance(value, (set, frozenset)):
+        return {"kind": "set", "value": sorted((_jsonable(v)["value"] for v in value), key=str)}
+    if isinstance(value, (tuple, list)):
+        return {"kind": "ranking", "value": [_jsonable(v)["value"] for v in value]}
+    return {"kind": "other", "value": repr(value)}
+
+
+def _log(event: str, exercise: str, **fields) -> None:
+    path = os.environ.get(LOG_ENV, "")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(json.dumps({"event": event, "exercise": exercise, **fields}) + "\n")
+
+
+def _register(exercise: str, expected, rel_tol: float, abs_tol: float, hints: tuple) -> None:
+    # The learner's check carries the hints; a solution check keeps them.
+    kept = hints or (_REGISTRY[exercise].hints if exercise in _REGISTRY else ())
+    _REGISTRY[exercise] = Record(exercise, _plain(expected), rel_tol, abs_tol, kept)
+
+
+def _record_fields(expected, rel_tol: float, abs_tol: float) -> dict:
+    return {"expected": _jsonable(expected), "rel_tol": rel_tol, "abs_tol": abs_tol}
+
+
 def check(
-    exercise: str, answer, *, expected, rel_tol: float = 0.0, abs_tol: float = 0.0, hint: str = ""
+    exercise: str,
+    answer,
+    *,
+    expected,
+    rel_tol: float = 0.0,
+    abs_tol: float = 0.0,
+    hints: Sequence[str] = (),
+    hint: str = "",
 ) -> Verdict:
-    """Say whether ``answer`` matches ``expected`` and print the verdict.
+    """Say whether the learner's ``answer`` matches ``expected`` and print the verdict.
 
     Numbers match within ``rel_tol`` / ``abs_tol`` (``math.isclose``); strings match ignoring
-    case and surrounding spaces (use them for multiple choice: ``expected="b"``); sets match as
-    sets, whatever iterable the learner gives.
+    case, spaces and brackets (multiple choice: ``expected="c"`` accepts ``"(c)"``); sets match
+    as sets, whatever iterable the learner gives; a tuple is a ranking: same items, same order.
 
     Args:
         exercise: the exercise id, "<notebook>.<n>", e.g. ``"05.1"``.
         answer: the learner's value; ``None`` means not answered yet.
         expected: the right value, computed by the notebook from data.
         rel_tol, abs_tol: tolerances for numbers.
-        hint: what to think about when the answer is wrong.
+        hints: 1 to 3 hints, shown one per wrong try (a question first, then the idea; never
+            the value); the last one repeats.
+        hint: the older single hint, read as ``hints=(hint,)``.
 
     Returns:
         A :class:`Verdict`; truthy when right.
 
     Raises:
         ExerciseError: a wrong answer while ``WORKSHOP_EXERCISES_STRICT=1``.
+        ValueError, TypeError: malformed hints.
 
-    >>> check("00.1", 41.5, expected=42, rel_tol=0.05).ok  # 41.5 is within 5 % of 42
+    >>> reset()
+    >>> check("00.1", None, expected=42, hints=("what is six times seven?",)).ok is None
+    [00.1] no answer yet: fill in your value, run the cell again.
+    True
+    >>> check("00.1", 40, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
+    [00.1] not yet: you said 40. Hint: first?
+    False
+    >>> check("00.1", 41, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
+    [00.1] not yet: you said 41. Hint: second
+    False
+    >>> check("00.1", 41.9, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
     [00.1] right: 42.
     True
-    >>> check("00.2", None, expected=42).ok is None
-    [00.2] no answer yet: fill in your value, run the cell again.
-    True
+    >>> passed()
+    ['00.1']
     """
+    hints = _hints(exercise, hints, hint)
+    _register(exercise, expected, rel_tol, abs_tol, hints)
     if answer is None:
         verdict = Verdict(
             exercise, None, f"[{exercise}] no answer yet: fill in your value, run the cell again."
@@ -125,18 +243,101 @@ def check(
         got = _plain(answer)
         shown = f"{got:,.4g}" if _is_number(got) else repr(got)
         message = f"[{exercise}] not yet: you said {shown}."
-        if hint:
-            message += f" Hint: {hint}"
+        tries = _WRONG_TRIES.get(exercise, 0)
+        _WRONG_TRIES[exercise] = tries + 1
+        if hints:
+            message += f" Hint: {hints[min(tries, len(hints) - 1)]}"
         verdict = Verdict(exercise, False, message)
     if verdict.ok is not None:
-        # A right answer stays right: the learner's wrong try before the solution is no failure.
+        # A right answer stays right: a wrong try after it does not take it back.
         _RESULTS[exercise] = _RESULTS.get(exercise, False) or verdict.ok
+    _log(
+        "check",
+        exercise,
+        answered=answer is not None,
+        ok=verdict.ok,
+        hints=list(hints),
+        **_record_fields(expected, rel_tol, abs_tol),
+    )
     print(verdict.message)
     if verdict.ok is False and _strict():
         raise ExerciseError(f"{verdict.message} Expected {_describe(expected, rel_tol, abs_tol)}.")
     return verdict
 
 
+def check_solution(
+    exercise: str, solution, *, expected, rel_tol: float = 0.0, abs_tol: float = 0.0
+) -> Verdict:
+    """Check a worked solution against the data (not counted by :func:`passed`).
+
+    Args:
+        exercise: the exercise id, e.g. ``"05.1"``.
+        solution: the value the worked solution computed.
+        expected, rel_tol, abs_tol: as in :func:`check`.
+
+    Returns:
+        A :class:`Verdict`; truthy when the solution matches.
+
+    Raises:
+        ExerciseError: the solution does not match while ``WORKSHOP_EXERCISES_STRICT=1``
+            (the data or the lesson changed under it).
+
+    >>> reset()
+    >>> check_solution("00.1", 6 * 7, expected=42).ok
+    [00.1] worked solution: 42, matches the data.
+    True
+    >>> passed()
+    []
+    """
+    _register(exercise, expected, rel_tol, abs_tol, ())
+    ok = _matches(solution, expected, rel_tol, abs_tol)
+    got = _plain(solution)
+    shown = f"{got:,.4g}" if _is_number(got) else repr(got)
+    if ok:
+        message = f"[{exercise}] worked solution: {shown}, matches the data."
+    else:
+        wanted = _describe(expected, rel_tol, abs_tol)
+        message = f"[{exercise}] worked solution gives {shown} but the data give {wanted}."
+    _SOLUTIONS[exercise] = ok
+    _log("solution", exercise, ok=ok, **_record_fields(expected, rel_tol, abs_tol))
+    print(message)
+    if not ok and _strict():
+        raise ExerciseError(message)
+    return Verdict(exercise, ok, message)
+
+
+def solution_hidden(exercise: str) -> None:
+    """Say how to see the worked solution that did not run (``SOLUTIONS = False``).
+
+    >>> solution_hidden("00.1")  # doctest: +NORMALIZE_WHITESPACE
+    [00.1] worked solution not run: expand this cell to read it, or set SOLUTIONS = True in
+    the parameters cell, run that cell, then this one.
+    """
+    _log("hidden", exercise)
+    print(
+        f"[{exercise}] worked solution not run: expand this cell to read it, or set "
+        "SOLUTIONS = True in the parameters cell, run that cell, then this one."
+    )
+
+
 def passed() -> list[str]:
-    """Ids of the exercises answered right in this kernel, sorted (for the notebook's results)."""
+    """Ids of the exercises the learner answered right in this kernel, sorted (worked
+    solutions do not count)."""
     return sorted(name for name, ok in _RESULTS.items() if ok)
+
+
+def solutions_checked() -> list[str]:
+    """Ids of the worked solutions that ran in this kernel and matched the data, sorted."""
+    return sorted(name for name, ok in _SOLUTIONS.items() if ok)
+
+
+def registry() -> dict[str, Record]:
+    """Every exercise checked in this kernel: id -> :class:`Record` (expected, tolerances,
+    hints), for tests that look for leaks and binary exercises."""
+    return dict(_REGISTRY)
+
+
+def reset() -> None:
+    """Forget every answer, wrong try, solution and record of this kernel (start over)."""
+    for state in (_RESULTS, _WRONG_TRIES, _REGISTRY, _SOLUTIONS):
+        state.clear()
