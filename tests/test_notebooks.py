@@ -1,5 +1,11 @@
-"""Every notebook: anatomy, no committed outputs, and a papermill run in replay mode whose
-recorded values must match data/expected/<notebook>.json within the documented tolerances."""
+"""Every notebook: anatomy, no committed outputs, a papermill replay with every worked solution
+run and checked (``SOLUTIONS=True``, strict mode) whose recorded values must match
+data/expected/<notebook>.json, and a run as a learner makes it (default parameters, blank
+answers) in which no solution runs, no answer is filled in and nothing counts as passed.
+
+The exercises themselves are checked from what the notebook's checks recorded (the
+``WORKSHOP_EXERCISES_LOG`` file workshop.exercises writes): 1 to 3 hints each, no prompt or hint
+that contains the expected value, no binary exercise."""
 
 from __future__ import annotations
 
@@ -7,15 +13,18 @@ import ast
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from workshop.notebook_check import execute
+from workshop import exercises
+from workshop.notebook_check import NotebookRun, execute
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+WITH_EXERCISES = [p for p in NOTEBOOKS if not p.name.startswith("00-")]
 EXPECTED = REPO / "data" / "expected"
 BINDER_MEMORY_BYTES = 2 * 2**30
 
@@ -37,10 +46,25 @@ def exercise_ids(notebook) -> list[str]:
     return ids
 
 
+def prompts(notebook) -> dict[str, str]:
+    """Exercise id -> the text of its ``exercise`` markdown cell."""
+    return {
+        EXERCISE_ID.search(c.source).group(1): c.source
+        for c in notebook.cells
+        if "exercise" in c.metadata.get("tags", []) and EXERCISE_ID.search(c.source)
+    }
+
+
+def tagged(notebook, tag: str) -> list:
+    return [c for c in notebook.cells if tag in c.metadata.get("tags", [])]
+
+
 def test_every_lesson_is_there():
-    # 00 welcome ... 08 tuning: the lessons the README and the instructor guide list.
+    # 00 welcome ... 08 tuning: the lessons the README and the instructor guide list; 09, the
+    # capstone diagnosis, once it is there. No gaps.
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{n:02d}" for n in range(9)], numbers
+    assert numbers[:9] == [f"{n:02d}" for n in range(9)], numbers
+    assert numbers == [f"{n:02d}" for n in range(len(numbers))] and len(numbers) <= 10, numbers
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
@@ -69,10 +93,27 @@ def test_anatomy_and_parameters_cell(path):
         assert isinstance(node, ast.Assign), f"{path.name}: parameters cell holds only literals"
         ast.literal_eval(node.value)
     assert "LIVE = False" in first.source and "RESULTS_PATH" in first.source
+    if path in WITH_EXERCISES:
+        assert "SOLUTIONS = False" in first.source, (
+            f"{path.name}: the parameters cell needs `SOLUTIONS = False` (CI sets it True)"
+        )
     assert "from workshop import" in code[1].source, f"{path.name}: imports come second"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=ids(NOTEBOOKS[1:]))
+def _assigned_names(source: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+            targets = [node.target]
+        for target in targets:
+            names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=ids(WITH_EXERCISES))
 def test_exercises_have_answer_check_and_hidden_solution(path):
     notebook = nbformat.read(path, as_version=4)
     cells = notebook.cells
@@ -84,11 +125,13 @@ def test_exercises_have_answer_check_and_hidden_solution(path):
     for index, cell in enumerate(cells):
         if "exercise" not in cell.metadata.get("tags", []):
             continue
+        exercise = EXERCISE_ID.search(cell.source).group(1)
+        answer_name = "answer_" + exercise.replace(".", "_")
         answer, check, solution = cells[index + 1 : index + 4]
-        name = f"{path.name} exercise at cell {index}"
+        name = f"{path.name} exercise {exercise}"
         assert cell.cell_type == "markdown", name
-        assert answer.cell_type == "code" and "= None" in answer.source, (
-            f"{name}: next comes an answer cell the learner fills in (`answer_... = None`)"
+        assert answer.cell_type == "code" and f"{answer_name} = None" in answer.source, (
+            f"{name}: next comes an answer cell the learner fills in (`{answer_name} = None`)"
         )
         assert check.cell_type == "code" and "exercises.check(" in check.source, (
             f"{name}: then a check cell calling exercises.check"
@@ -97,7 +140,88 @@ def test_exercises_have_answer_check_and_hidden_solution(path):
         assert solution.metadata.get("jupyter", {}).get("source_hidden") is True, (
             f"{name}: the solution is collapsed (metadata jupyter.source_hidden)"
         )
-        assert "exercises.check(" in solution.source, f"{name}: the solution checks itself"
+        first = ast.parse(solution.source).body[0]
+        assert isinstance(first, ast.If) and ast.unparse(first.test) == "SOLUTIONS", (
+            f"{name}: the solution runs only `if SOLUTIONS:`"
+        )
+        assert f'exercises.check_solution("{exercise}"' in solution.source, (
+            f"{name}: the solution checks itself with exercises.check_solution"
+        )
+        assert f'exercises.solution_hidden("{exercise}")' in solution.source, (
+            f"{name}: `else: exercises.solution_hidden(...)` says how to see the solution"
+        )
+        touched = {n for n in _assigned_names(solution.source) if n.startswith("answer_")}
+        assert not touched, f"{name}: the solution overwrites the learner's {sorted(touched)}"
+
+
+# --- papermill runs -------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One papermill run: the notebook's results file, the exercise log and, for a learner's
+    run, the ``answer_*`` values at the end (their ``repr``)."""
+
+    notebook: nbformat.NotebookNode
+    executed: nbformat.NotebookNode
+    results: dict
+    events: list[dict]
+    answers: dict[str, str]
+    run: NotebookRun
+
+    def records(self) -> dict[str, dict]:
+        """Exercise id -> the learner's check as logged (expected value, tolerances, hints)."""
+        return {e["exercise"]: e for e in self.events if e["event"] == "check"}
+
+
+ANSWERS_CELL = """\
+import json as _json
+with open({path!r}, "w") as _out:
+    _json.dump({{_k: repr(_v) for _k, _v in dict(globals()).items()
+                if _k.startswith("answer_")}}, _out)
+"""
+
+
+def papermill_run(path: Path, folder: Path, monkeypatch, parameters: dict) -> Run:
+    """Execute ``path`` into ``folder`` with ``parameters`` (and RESULTS_PATH), logging every
+    exercise check; a last cell, added to a copy, writes out the ``answer_*`` variables."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log, answers, results_path = (folder / n for n in ("ex.jsonl", "answers.json", "res.json"))
+    monkeypatch.setenv(exercises.LOG_ENV, str(log))
+    notebook = nbformat.read(path, as_version=4)
+    copy = nbformat.read(path, as_version=4)
+    copy.cells.append(nbformat.v4.new_code_cell(ANSWERS_CELL.format(path=str(answers))))
+    source, output = folder / f"source-{path.name}", folder / path.name
+    nbformat.write(copy, source)
+    # From the notebooks folder, as a learner runs it (relative links and paths).
+    parameters = {"RESULTS_PATH": str(results_path), **parameters}
+    run = execute(source, output, parameters, cwd=path.parent)
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return Run(
+        notebook,
+        nbformat.read(output, as_version=4),
+        json.loads(results_path.read_text()),
+        events,
+        json.loads(answers.read_text()),
+        run,
+    )
+
+
+_LEARNER_RUNS: dict[Path, Run] = {}
+
+
+@pytest.fixture
+def learner_run(tmp_path_factory, monkeypatch):
+    """The notebook run as a learner runs it (default parameters: SOLUTIONS False, blank
+    answers); one run per notebook, shared by the tests that read it."""
+
+    def run(path: Path) -> Run:
+        if path not in _LEARNER_RUNS:
+            folder = tmp_path_factory.mktemp(f"learner-{path.stem[:2]}")
+            _LEARNER_RUNS[path] = papermill_run(path, folder, monkeypatch, {})
+        return _LEARNER_RUNS[path]
+
+    return run
 
 
 def check_value(name: str, got, spec: dict) -> str | None:
@@ -111,37 +235,262 @@ def check_value(name: str, got, spec: dict) -> str | None:
     return None
 
 
-def replay_params() -> list:
+def replay_params(paths) -> list:
     """One param per notebook; those whose replay still starts real processes (notebook 01's
     Gloo workers, ``demo.Workers``) are also marked ``live``."""
     return [
         pytest.param(p, id=p.stem, marks=[pytest.mark.live] if "Workers(" in p.read_text() else [])
-        for p in NOTEBOOKS
+        for p in paths
     ]
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("path", replay_params())
-def test_replay_matches_expected_values(path, tmp_path):
+@pytest.mark.parametrize("path", replay_params(NOTEBOOKS))
+def test_replay_matches_expected_values(path, tmp_path, monkeypatch):
     expected_path = EXPECTED / f"{path.stem}.json"
     assert expected_path.exists(), f"no expected values: {expected_path}"
-    results_path = tmp_path / "results.json"
-    run = execute(path, tmp_path / path.name, {"RESULTS_PATH": str(results_path)})
-    got = json.loads(results_path.read_text())
+    done = papermill_run(path, tmp_path, monkeypatch, {"SOLUTIONS": True})
     expected = json.loads(expected_path.read_text())["values"]
-    problems = [check_value(name, got.get(name), spec) for name, spec in expected.items()]
+    problems = [check_value(name, done.results.get(name), spec) for name, spec in expected.items()]
     problems = [p for p in problems if p]
     assert not problems, "\n".join(problems)
-    # Every solution ran and passed its own check (strict mode raises on a wrong one).
-    want = sorted(exercise_ids(nbformat.read(path, as_version=4)))
-    assert got.get("exercises_passed", []) == want, (
-        f"{path.name}: exercises passed {got.get('exercises_passed')}, expected {want}"
-    )
+    # Every worked solution ran and matched the data (strict mode raises on a wrong one).
+    want = sorted(exercise_ids(done.notebook))
+    solved = sorted(e["exercise"] for e in done.events if e["event"] == "solution" and e["ok"])
+    assert solved == want, f"{path.name}: solutions checked {solved}, expected {want}"
     # PSS: a library page the kernel and its workers share counts once, as in Binder's cgroup.
+    run = done.run
     assert run.peak_memory_bytes < BINDER_MEMORY_BYTES, (
         f"{path.name} peaked at {run.peak_memory_bytes / 2**20:.0f} MiB PSS "
         f"({run.peak_rss_bytes / 2**20:.0f} MiB RSS; Binder allows 2 GiB)"
     )
+
+
+def _printed(cell) -> str:
+    return "".join(
+        o.get("text", "") if o.output_type == "stream" else json.dumps(o.get("data", {}))
+        for o in cell.get("outputs", [])
+    )
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", replay_params(WITH_EXERCISES))
+def test_a_learner_run_answers_nothing_for_the_learner(path, learner_run):
+    done = learner_run(path)
+    want = sorted(exercise_ids(done.notebook))
+    # Every answer is still blank at the end, and nothing counts as passed.
+    names = {"answer_" + e.replace(".", "_") for e in want}
+    assert set(done.answers) == names, f"{path.name}: answer variables {sorted(done.answers)}"
+    filled = {k: v for k, v in done.answers.items() if v != "None"}
+    assert not filled, f"{path.name}: a learner's run filled in {filled}"
+    assert done.results.get("exercises_passed") == [], done.results.get("exercises_passed")
+    # Each check ran on a blank answer; no worked solution ran; each said how to see it.
+    checks = [e for e in done.events if e["event"] == "check"]
+    assert sorted({e["exercise"] for e in checks}) == want, f"{path.name}: checks {checks}"
+    answered = [e["exercise"] for e in checks if e["answered"]]
+    assert not answered, f"{path.name}: checks of {answered} saw an answer"
+    ran = [e["exercise"] for e in done.events if e["event"] == "solution"]
+    assert not ran, f"{path.name}: worked solutions ran for {ran}"
+    hidden = sorted(e["exercise"] for e in done.events if e["event"] == "hidden")
+    assert hidden == want, f"{path.name}: solution_hidden for {hidden}, expected {want}"
+    # The solution cells show one line: how to see the solution, and nothing of it.
+    for cell in tagged(done.executed, "solution"):
+        printed = _printed(cell).strip()
+        assert printed.count("\n") == 0 and "worked solution not run" in printed, (
+            f"{path.name}: a solution cell printed {printed[:300]!r}"
+        )
+
+
+# --- the exercises themselves ---------------------------------------------------------------
+
+
+def _close_enough(form: float, value: float, record: dict) -> bool:
+    """A number shown in a prompt gives the answer away when it would pass the check or is
+    within 5 % of the value ("about 3.4" for 3.35)."""
+    slack = max(abs(value) * max(record["rel_tol"], 0.05), record["abs_tol"])
+    return abs(form - value) <= slack
+
+
+def number_forms(value: float, record: dict) -> set[str]:
+    """The ways a notebook or a prompt would write ``value`` that give it away: 3.4, 3.41,
+    3,400, 3400, 34%, 34.1 %, ..."""
+    forms = set()
+    candidates = [value]
+    if 0 < abs(value) <= 1.5:
+        candidates.append(value * 100)  # a share written as a percentage
+    for scale, candidate in enumerate(candidates):
+        for decimals in range(0, 5):
+            rounded = round(candidate, decimals)
+            back = rounded / 100 if scale else rounded
+            if not _close_enough(back, value, record):
+                continue
+            for text in (f"{rounded:.{decimals}f}", f"{rounded:,.{decimals}f}"):
+                forms.add(text + ("%" if scale else ""))
+                forms.add(text + (" %" if scale else ""))
+    return {f for f in forms if f.strip("0.,% ")}  # "0" and "0.0" say nothing
+
+
+def number_pattern(form: str) -> re.Pattern:
+    # Not part of a longer number: no digit (or decimal point and digit) on either side.
+    return re.compile(rf"(?<![\d.,]){re.escape(form)}(?![\d]|[.,]\d)")
+
+
+NUMBER = r"\(*\s*\d[\d,]*(?:\.\d+)?\s*\)*"
+ARITHMETIC = re.compile(rf"{NUMBER}(?:\s*[-+*/x\u00d7]\s*{NUMBER})+")
+
+
+def formulas(text: str) -> dict[str, float]:
+    """Arithmetic written in ``text`` ("4000 / 3", "(4 - 1) / (8 + 4 - 1)", "4 x 0.01") ->
+    its value; what does not parse is left out."""
+    found = {}
+    for match in ARITHMETIC.finditer(text):
+        written = match.group(0).strip()
+        plain = re.sub(r"(?<=\d),(?=\d{3})", "", written).replace("x", "*").replace("\u00d7", "*")
+        plain = plain.strip("()") if plain.count("(") != plain.count(")") else plain
+        try:
+            tree = ast.parse(plain, mode="eval")
+        except SyntaxError:
+            continue
+        allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.USub)
+        if all(isinstance(node, allowed) for node in ast.walk(tree)):
+            try:
+                found[written] = float(eval(compile(tree, "<formula>", "eval")))  # noqa: S307
+            except ZeroDivisionError:
+                continue
+    return found
+
+
+def leaks(record: dict, texts: dict[str, str]) -> list[str]:
+    """Where the expected value of ``record`` shows in ``texts`` (name -> text): written out,
+    or as arithmetic on numbers that gives it (rounded up or down too)."""
+    kind, value = record["expected"]["kind"], record["expected"]["value"]
+    found = []
+    for name, text in texts.items():
+        if kind == "number" and isinstance(value, (int, float)):
+            hits = [f for f in number_forms(value, record) if number_pattern(f).search(text)]
+            found += [f"{name} shows {hit!r}" for hit in sorted(hits)]
+            for written, result in formulas(text).items():
+                if any(
+                    _close_enough(r, value, record)
+                    for r in (result, math.floor(result), math.ceil(result))
+                ):
+                    found.append(f"{name} gives it as {written!r}")
+        elif kind == "string" and len(value) == 1:
+            # A choice's letter stands beside its option in the prompt; a hint must not name it.
+            if name != "prompt" and re.search(rf"\({value}\)|\boption {value}\b", text, re.I):
+                found.append(f"{name} names option {value!r}")
+        elif kind == "string":
+            if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.I):
+                found.append(f"{name} says {value!r}")
+        elif kind == "ranking":
+            order = r"\W+".join(re.escape(str(v)) for v in value)
+            if re.search(rf"(?<!\w){order}(?!\w)", text, re.I):
+                found.append(f"{name} lists the ranking {value!r}")
+        elif kind == "set" and name != "prompt":
+            if all(re.search(rf"(?<!\w){re.escape(str(v))}(?!\w)", text) for v in value):
+                found.append(f"{name} names every item of {value!r}")
+    return found
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", replay_params(WITH_EXERCISES))
+def test_no_prompt_or_hint_contains_the_expected_value(path, learner_run):
+    done = learner_run(path)
+    texts = prompts(done.notebook)
+    problems = []
+    for exercise, record in sorted(done.records().items()):
+        hints = record["hints"]
+        if not 1 <= len(hints) <= 3:
+            problems.append(f"{exercise}: {len(hints)} hints (1 to 3: a question, then the idea)")
+        named = {"prompt": texts.get(exercise, "")}
+        named.update({f"hint {i + 1}": hint for i, hint in enumerate(hints)})
+        problems += [f"{exercise}: {leak}" for leak in leaks(record, named)]
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+BINARY_WORDS = {
+    frozenset(pair)
+    for pair in (
+        ("yes", "no"),
+        ("true", "false"),
+        ("earlier", "later"),
+        ("before", "after"),
+        ("more", "less"),
+        ("faster", "slower"),
+        ("higher", "lower"),
+        ("larger", "smaller"),
+        ("ring", "server"),
+        ("torch", "tensorflow"),
+        ("gloo", "mpi"),
+        ("cpu", "gpu"),
+    )
+}
+OPTION = re.compile(r"\(([a-h])\)\s*([^()]*)")
+QUOTED = re.compile(r'`"([^"`]+)"`|"([^"\n]{1,40})"')
+
+
+def binary_problems(record: dict, prompt: str) -> list[str]:
+    kind, value = record["expected"]["kind"], record["expected"]["value"]
+    if kind == "bool":
+        return ["the answer is a bool: a guess passes half the time"]
+    if kind == "ranking" and len(value) < 3:
+        return [f"a ranking of {len(value)} items: a guess passes half the time"]
+    if kind != "string":
+        return []
+    if any(value.lower() in pair for pair in BINARY_WORDS):
+        return [f"the answer {value!r} is one of two words"]
+    if len(value) == 1:
+        options = {letter: text for letter, text in OPTION.findall(prompt)}
+        if len(options) < 3 or value.lower() not in options:
+            return [f"choice {value!r} among options {sorted(options)}: needs >= 3, with it"]
+        bare = [letter for letter, text in options.items() if not re.search(r"\d", text)]
+        if bare:
+            return [f"options {bare} carry no number"]
+        return []
+    offered = {a or b for a, b in QUOTED.findall(prompt)}
+    if len(offered) < 3:
+        return [f"the word {value!r} among {sorted(offered)}: offer >= 3 choices"]
+    return []
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", replay_params(WITH_EXERCISES))
+def test_no_exercise_is_binary(path, learner_run):
+    done = learner_run(path)
+    texts = prompts(done.notebook)
+    problems = [
+        f"{exercise}: {problem}"
+        for exercise, record in sorted(done.records().items())
+        for problem in binary_problems(record, texts.get(exercise, ""))
+    ]
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def test_the_leak_and_binary_rules_catch_what_they_should():
+    # A share of 0.3412 (rel_tol 0.05) shows as 0.34, 34%, 34.1 % but not as 0.3 or 3.
+    share = {"expected": {"kind": "number", "value": 0.3412}, "rel_tol": 0.05, "abs_tol": 0}
+    assert leaks(share, {"p": "about 34% of the time"}) == ["p shows '34%'"]
+    assert leaks(share, {"p": "between 0.3 and 3 (0.341 is 1.341 minus 1)"}) == ["p shows '0.341'"]
+    assert leaks(share, {"hint 1": "(4 - 1) / (8 + 4 - 1) + 0.07"}) == [
+        "hint 1 gives it as '(4 - 1) / (8 + 4 - 1) + 0.07'"
+    ]
+    rounded_up = {"expected": {"kind": "number", "value": 1334}, "rel_tol": 0.0, "abs_tol": 0}
+    assert leaks(rounded_up, {"hint 1": "4000 / 3 rounded up"}) != []
+    assert leaks(rounded_up, {"hint 1": "4,000 / 2 per rank, 4 x 0.01"}) == []
+    count = {"expected": {"kind": "number", "value": 3400}, "rel_tol": 0.0, "abs_tol": 0}
+    assert leaks(count, {"h": "3,400 calls"}) and leaks(count, {"h": "3400 calls"})
+    assert not leaks(count, {"h": "13400 calls, 3,4001 or 3400.5"})
+    word = {"expected": {"kind": "string", "value": "c"}, "rel_tol": 0, "abs_tol": 0}
+    assert not leaks(word, {"prompt": "(a) 2x (b) 3x (c) 4x"})
+    assert leaks(word, {"hint 1": "think of (c)"})
+    ranking = {"expected": {"kind": "ranking", "value": ["b", "a", "c"]}}
+    assert leaks(ranking, {"hint 1": "b, a, c"}) and not leaks(ranking, {"hint 1": "a, b, c"})
+    choice = {"expected": {"kind": "string", "value": "b"}}
+    assert binary_problems(choice, "(a) 2x (b) 4x") != []
+    assert binary_problems(choice, "(a) 2x (b) 4x (c) 8x") == []
+    assert binary_problems(choice, "(a) twice (b) four (c) 8x") != []
+    assert binary_problems({"expected": {"kind": "string", "value": "later"}}, "") != []
+    assert binary_problems({"expected": {"kind": "bool", "value": True}}, "") != []
 
 
 @pytest.mark.live
@@ -173,6 +522,7 @@ def test_notebook_02_live_runs_the_programs(tmp_path, monkeypatch, cpu_lock, hor
     parameters = {
         "RESULTS_PATH": str(results_path),
         "LIVE": True,
+        "SOLUTIONS": True,
         "BENCHMARK_REPEATS": 1,
         "WORK_DIR": str(tmp_path / "mine"),
     }
