@@ -30,7 +30,8 @@ def main() -> int:
             run = execute(
                 notebook,
                 Path(tmp) / notebook.name,
-                {"RESULTS_PATH": str(Path(tmp) / f"{notebook.stem}.json")},
+                # as CI replays them: every worked solution runs and is checked
+                {"RESULTS_PATH": str(Path(tmp) / f"{notebook.stem}.json"), "SOLUTIONS": True},
             )
             total += run.seconds
             worst = max(worst, run.peak_memory_bytes)

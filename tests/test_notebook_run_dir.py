@@ -23,7 +23,9 @@ pytestmark = pytest.mark.notebook
 def _replay(name: str, tmp_path: Path, run_dir: Path | str) -> dict:
     results = tmp_path / "results.json"
     execute(
-        NOTEBOOKS / name, tmp_path / name, {"RESULTS_PATH": str(results), "RUN_DIR": str(run_dir)}
+        NOTEBOOKS / name,
+        tmp_path / name,
+        {"RESULTS_PATH": str(results), "RUN_DIR": str(run_dir), "SOLUTIONS": True},
     )
     return json.loads(results.read_text())
 
@@ -34,7 +36,7 @@ def test_03_reads_a_sweep_folder(tmp_path):
     # the example is the run with the most workers, then the most steps: np 2 at batch 32
     # (4,000 images // 2 // 32 = 62 steps per rank; at batch 128, 15)
     assert got["example_run"] == "p02-np2-bs32" and got["example_steps_per_rank"] == 62
-    assert got["exercises_passed"] == ["03.1", "03.2", "03.3"]
+    assert got["solutions_checked"] == ["03.1", "03.2", "03.3"]
 
 
 def test_06_reads_one_sweep_for_scaling_and_the_model(tmp_path):
@@ -43,7 +45,7 @@ def test_06_reads_one_sweep_for_scaling_and_the_model(tmp_path):
     # the only runs of this sweep that differ just in np are the default-knob np 1 / np 2
     # pair, which is also the pair the model compares with: both sections see one measurement
     assert got["ours_speedup_throughput"] == pytest.approx(got["measured_speedup"])
-    assert got["exercises_passed"] == ["06.1", "06.2", "06.3"]
+    assert got["solutions_checked"] == ["06.1", "06.2", "06.3"]
 
 
 def test_07_reads_a_folder_of_run_directories(tmp_path):
@@ -57,7 +59,7 @@ def test_07_reads_a_folder_of_run_directories(tmp_path):
     assert got["steps_at_largest_batch"] == 7 and got["plateau_levels_off"] is False
     # the LR exercises follow the large-batch runs: 256 per worker, base batch 32, lr 0.01
     assert got["linear_lr_np4"] == pytest.approx(0.01 * 4 * 256 / 32)
-    assert got["exercises_passed"] == ["07.1", "07.2", "07.3"]
+    assert got["solutions_checked"] == ["07.1", "07.2", "07.3"]
 
 
 @pytest.mark.parametrize(
