@@ -2,16 +2,22 @@
 
 The seed thesis (seed 003) reports about 17% Horovod overhead at one GPU. This script trains the
 workshop's MNIST CNN (offline subset, batch 32 per worker, SGD) for a fixed number of steps
-three ways, interleaved and repeated so that the machine's background noise hits all alike:
+three ways, interleaved (the order rotates each repeat) and repeated so that the machine's
+background noise hits all alike:
 
   plain    plain PyTorch, one process, all cores;
   hvd-np1  the same loop under horovodrun -np 1 with hvd.DistributedOptimizer;
   hvd-np2  horovodrun -np 2 (cores split between the ranks).
 
-It prints steady-state samples/s (after warm-up steps) for each, and the ratios
-plain / hvd-np1 (the one-worker overhead) and hvd-np2 / hvd-np1 (the two-worker speedup).
+It prints steady-state samples/s (after warm-up steps) for each, min / median / max over the
+repeats, and the ratios plain / hvd-np1 (the one-worker overhead) and hvd-np2 / hvd-np1 (the
+two-worker speedup), of the medians and per repeat (a repeat runs the three kinds back to back,
+so they share the machine's load of the moment). With ``--out DIR`` it writes DIR/result.json:
+every repeat, the spreads, the per-repeat ratios and the provenance (command, UTC times, load
+average, git commit, versions, host).
 
-    python benchmarks/horovod_overhead.py [--steps 150] [--repeats 3] [--controller gloo]
+    flock /tmp/workshop-cpu.lock python benchmarks/horovod_overhead.py \
+        [--steps 150] [--repeats 3] [--controller gloo] [--out data/benchmarks/horovod-overhead]
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 WARMUP_STEPS = 20
 
@@ -90,6 +98,51 @@ def measure(kind: str, steps: int, batch_size: int, controller: str) -> float:
     raise RuntimeError(f"{kind} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
 
 
+def spread(values: list[float]) -> dict:
+    return {
+        "min": min(values),
+        "median": statistics.median(values),
+        "max": max(values),
+        "values": values,
+    }
+
+
+def write_result(
+    out: Path, args: argparse.Namespace, samples: dict, runs: list, started: str, load
+) -> None:
+    """result.json: every repeat, min / median / max, the per-repeat ratios, provenance."""
+    from workshop.launch.run import provenance
+
+    plain, np1, np2 = samples["plain"], samples["hvd-np1"], samples["hvd-np2"]
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    result = {
+        "command": [Path(sys.executable).name, *sys.argv],
+        "started_at": started,
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "loadavg_before": list(load),
+        "loadavg_after": list(os.getloadavg()),
+        "git_commit": commit or None,
+        "settings": {
+            "repeats": args.repeats,
+            "steps": args.steps,
+            "warmup_steps": WARMUP_STEPS,
+            "batch_per_worker": args.batch_size,
+            "controller": args.controller,
+            "order": "plain, hvd-np1, hvd-np2, rotated by one each repeat",
+        },
+        "runs": runs,
+        "samples_per_s": {kind: spread(values) for kind, values in samples.items()},
+        "plain_over_np1_per_repeat": [p / h for p, h in zip(plain, np1, strict=True)],
+        "np2_over_np1_per_repeat": [t / h for t, h in zip(np2, np1, strict=True)],
+        **provenance(),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out / 'result.json'}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", choices=("plain", "horovod"))
@@ -97,15 +150,30 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--controller", choices=("gloo", "mpi"), default="gloo")
+    parser.add_argument("--out", type=Path, default=None, help="folder for result.json")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.steps, args.batch_size)
         return 0
+    started, load = datetime.now(UTC).isoformat(timespec="seconds"), os.getloadavg()
     kinds = ("plain", "hvd-np1", "hvd-np2")
     samples = {kind: [] for kind in kinds}
+    runs = []
     for repeat in range(args.repeats):
-        for kind in kinds:
+        # The order rotates from repeat to repeat: no kind always runs first (cold caches).
+        shift = repeat % len(kinds)
+        for position, kind in enumerate(kinds[shift:] + kinds[:shift], start=1):
+            load_now = os.getloadavg()[0]
             samples[kind].append(measure(kind, args.steps, args.batch_size, args.controller))
+            runs.append(
+                {
+                    "round": repeat + 1,
+                    "position": position,
+                    "kind": kind,
+                    "samples_per_s": samples[kind][-1],
+                    "loadavg_1min": round(load_now, 2),
+                }
+            )
             print(
                 f"repeat {repeat + 1}/{args.repeats} {kind:8s} {samples[kind][-1]:8.1f} samples/s",
                 flush=True,
@@ -116,7 +184,8 @@ def main() -> int:
         f"{args.batch_size}/worker, {os.cpu_count()} cores, controller {args.controller}):"
     )
     for kind in kinds:
-        print(f"  {kind:8s} {median[kind]:8.1f}")
+        low, high = min(samples[kind]), max(samples[kind])
+        print(f"  {kind:8s} {median[kind]:8.1f}  (min {low:.1f}, max {high:.1f})")
     overhead = median["plain"] / median["hvd-np1"] - 1
     print(
         f"Horovod np=1 overhead vs plain PyTorch: {overhead:+.1%} "
@@ -124,6 +193,8 @@ def main() -> int:
         "at one GPU)"
     )
     print(f"Horovod np=2 vs np=1 throughput: {median['hvd-np2'] / median['hvd-np1']:.3f}x")
+    if args.out:
+        write_result(args.out, args, samples, runs, started, load)
     return 0
 
 

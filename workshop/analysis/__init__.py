@@ -4,6 +4,7 @@ Every name is also reachable through its module, e.g. ``analysis.timeline``.
 """
 
 from workshop.analysis import (  # noqa: F401
+    benchmarks,
     commodel,
     lr,
     mpi,
@@ -12,6 +13,7 @@ from workshop.analysis import (  # noqa: F401
     timeline,
     tuning,
 )
+from workshop.analysis.benchmarks import paired_ratios  # noqa: F401
 from workshop.analysis.commodel import (  # noqa: F401
     allreduce_ops,
     comm_model_vs_measurement,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-MODULES = ("logs", "mpitrace", "recordings", "runs", "sweep", "timeline")
+MODULES = ("benchmarks", "logs", "mpitrace", "recordings", "runs", "sweep", "timeline")
 NAMES = {
+    "benchmarks": ["read_benchmark", "read_benchmark_runs"],
     "logs": [
         "find_logs",
         "merge_tables",
