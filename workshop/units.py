@@ -1,8 +1,9 @@
 """How the package writes sizes for people (one home, one convention).
 
 Binary units throughout, named as such (KiB = 1024 bytes, MiB = 2**20, GiB = 2**30): Horovod's
-own sizes (the fusion buffer, "64 MB" in its docs) are powers of two, and GPU memory is sold
-in GiB. Standard library only, so every layer may import it.
+own sizes are powers of two (its fusion buffer: ``128 * 1024 * 1024`` bytes by default since
+0.21, 64 MiB before; its docs and ``horovodrun --help`` call them MB), and GPU memory is sold in
+GiB. Standard library only, so every layer may import it.
 """
 
 from __future__ import annotations
