@@ -94,6 +94,7 @@ from workshop.analysis.timeline import (  # noqa: F401
     lateness_matrix,
     negotiation_share,
     negotiation_waits,
+    one_time_activities,
     overlap_by_step,
     step_starts,
     stragglers,

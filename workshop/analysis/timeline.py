@@ -60,6 +60,7 @@ __all__ = [
     "lateness_matrix",
     "negotiation_share",
     "negotiation_waits",
+    "one_time_activities",
     "overlap_by_step",
     "step_starts",
     "stragglers",
@@ -556,6 +557,68 @@ def evolution(
     out["negotiation_share"] = out["negotiate_us"] / total.where(total > 0)
     op_starts = np.sort(start[kind == "op"])
     out["ops_started"] = np.diff(np.searchsorted(op_starts, e, side="left"))
+    return out[cols]
+
+
+#: Activities Horovod 0.28.1 records once (or again only when what they set up changes):
+#: name -> what it does, with where the source writes it (horovod/common/).
+ONE_TIME_ACTIVITIES = {
+    "INIT_NCCL": "creating the NCCL communicator at the first NCCL collective "
+    "(ops/nccl_operations.cc:102)",
+    "INIT_FUSION_BUFFER": "allocating the fusion buffer at the first fused response, again "
+    "only when the fusion threshold changes (operations.cc:302, fusion_buffer_manager.cc:28-40)",
+    "ALLOCATE_SHARED_BUFFER": "allocating MPI shared memory for the hierarchical allgather, "
+    "again only when a larger one is needed (ops/mpi_operations.cc:288)",
+}
+
+
+def one_time_activities(spans: pd.DataFrame) -> pd.DataFrame:
+    """Start-up costs inside the first steps: the activities of :data:`ONE_TIME_ACTIVITIES`,
+    one row per time Horovod performed one, tied to the training step it fell in.
+
+    Horovod writes such an activity for every tensor of the response that triggered it
+    (``ActivityStartAll``): overlapping spans of the same name are one occurrence, timed on
+    the wall clock (first start to last end), not in tensor time.
+
+    Args:
+        spans: ``Timeline.spans``.
+
+    Returns:
+        ``activity``, ``start_us``, ``dur_us`` (wall clock), ``tensors`` (spans written),
+        ``step`` (0-based index of :func:`step_starts`' step that holds the start; -1 before
+        the first step, i.e. start-up), ``step_dur_us`` (that step's duration; NaN in
+        start-up), ``median_step_us`` (of all steps), ``share_of_step`` (``dur_us`` /
+        ``step_dur_us``).
+    """
+    _need(spans, SPAN_COLUMNS, "spans")
+    cols = ["activity", "start_us", "dur_us", "tensors", "step", "step_dur_us"]
+    cols += ["median_step_us", "share_of_step"]
+    names = spans["name"].astype(str)
+    act = spans[(spans["kind"].astype(str) == "activity") & names.isin(ONE_TIME_ACTIVITIES)]
+    if act.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for name, group in act.groupby(act["name"].astype(str), sort=False):
+        group = group.sort_values("start_us")
+        # a span that starts after every earlier one ended opens a new occurrence
+        ended = group["end_us"].astype("float64").cummax().shift(fill_value=-np.inf)
+        occurrence = (group["start_us"] > ended).cumsum()
+        for _, one in group.groupby(occurrence.to_numpy()):
+            start, stop = int(one["start_us"].min()), int(one["end_us"].max())
+            rows.append(
+                {"activity": name, "start_us": start, "dur_us": stop - start, "tensors": len(one)}
+            )
+    out = pd.DataFrame(rows).sort_values("start_us", kind="stable").reset_index(drop=True)
+    steps = step_starts(spans)
+    if steps.empty:
+        out["step"], out["step_dur_us"], out["median_step_us"] = -1, np.nan, np.nan
+    else:
+        index = np.searchsorted(steps["start_us"].to_numpy(), out["start_us"], side="right") - 1
+        out["step"] = index
+        durations = steps["dur_us"].to_numpy(dtype=float)
+        out["step_dur_us"] = np.where(index >= 0, durations[np.maximum(index, 0)], np.nan)
+        out["median_step_us"] = float(np.median(durations))
+    out["share_of_step"] = out["dur_us"] / out["step_dur_us"]
     return out[cols]
 
 
@@ -1174,6 +1237,35 @@ def _over_time_lines(tl: Timeline) -> list[str]:
     return lines
 
 
+def _one_time_lines(tl: Timeline) -> list[str]:
+    """One-time activities (INIT_NCCL, INIT_FUSION_BUFFER, ...) in seconds, tied to the step
+    they fell in (seed 000's slow first epoch: NCCL set-up, not the ranks' start-up skew)."""
+    found = one_time_activities(tl.spans)
+    if found.empty:
+        return []
+    lines = [
+        "",
+        "One-time activities (Horovod sets these up at the first collective that needs them, "
+        "so each adds its time to one of the first steps, and to the first epoch):",
+    ]
+    for r in found.itertuples():
+        if r.step < 0:
+            where = "in start-up, before the first step"
+        else:
+            where = (
+                f"in step {r.step}, which took {r.step_dur_us / 1e6:.4f} s "
+                f"({_pct(r.share_of_step)} of it; median step {r.median_step_us / 1e6:.4f} s)"
+            )
+        lines.append(
+            f"  {r.activity}: {r.dur_us / 1e6:.4f} s, {r.start_us / 1e6:.3f} s into the timeline, "
+            f"{where}: "
+            f"{ONE_TIME_ACTIVITIES[r.activity]}."
+        )
+    if "INIT_NCCL" not in set(found["activity"]):
+        lines.append("  No INIT_NCCL: this run made no NCCL collective (no GPU reduction).")
+    return lines
+
+
 _SPAN_RULES: tuple[Callable[[Timeline], list[str]], ...] = (
     _negotiation_lines,
     _library_lines,
@@ -1181,6 +1273,7 @@ _SPAN_RULES: tuple[Callable[[Timeline], list[str]], ...] = (
     _straggler_lines,
     _overlap_lines,
     _over_time_lines,
+    _one_time_lines,
 )
 """The paragraphs of :func:`timeline_findings` for a timeline with spans, in report order."""
 
