@@ -42,6 +42,8 @@ from workshop.units import format_bytes
 
 #: Allreduces of at most this many bytes count as negotiation (Horovod's bit vectors).
 SMALL_BYTES = 16
+#: One 64-bit word: Horovod's negotiation bit vector for up to 61 tensors (without a timeline).
+NEGOTIATION_WORD_BYTES = 8
 ALLREDUCE = "MPI_Allreduce"
 
 
@@ -430,6 +432,52 @@ def profile_summary(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> di
         "complete": bool(profile.files["complete"].all()),
         "warnings": list(profile.warnings),
     }
+
+
+def jobs_table(
+    profiles: dict[str, MpiProfile], small_bytes: float = NEGOTIATION_WORD_BYTES
+) -> pd.DataFrame:
+    """One row per job, to compare several jobs at a glance (``workshop mpi summary DIR``).
+
+    Args:
+        profiles: ``{label: profile}``, e.g. a folder's jobs, labelled ``folder/jobid``.
+        small_bytes: allreduces of at most this many bytes count as negotiation (default 8:
+            Horovod's bit vector for up to 61 tensors, one 64-bit word).
+
+    Returns:
+        Columns ``job`` (the label), ``ntasks``, ``ranks_with_files``, ``mpi_time_share``
+        (MPI time over elapsed time, summed over the ranks with a file, 0..1),
+        ``rank`` (the rank of the next columns: 0, or the lowest with a file),
+        ``allreduce_calls``, ``small_allreduce_share`` (share of those calls of at most
+        ``small_bytes``; NaN without allreduces or message sizes), ``top_routine`` and
+        ``top_routine_share`` (of that rank's MPI time, 0..1).
+    """
+    rows = []
+    for label, profile in profiles.items():
+        files = profile.files
+        elapsed = float(files["elapsed_s"].sum())
+        sig = negotiation_signature(profile, small_bytes=small_bytes)
+        top = dominant_routine(profile)
+        rows.append(
+            {
+                "job": label,
+                "ntasks": profile.ntasks,
+                "ranks_with_files": len(files),
+                "mpi_time_share": float(files["comm_s"].sum()) / elapsed if elapsed else math.nan,
+                "rank": sig["rank"],
+                "allreduce_calls": sig["allreduce_calls"],
+                "small_allreduce_share": sig["small_call_share"],
+                "top_routine": top["routine"],
+                "top_routine_share": top["time_share"],
+            }
+        )
+    return pd.DataFrame(rows, columns=_JOBS_COLUMNS)
+
+
+_JOBS_COLUMNS = [
+    "job", "ntasks", "ranks_with_files", "mpi_time_share", "rank", "allreduce_calls",
+    "small_allreduce_share", "top_routine", "top_routine_share",
+]  # fmt: skip
 
 
 def compare_summary(

@@ -2,6 +2,8 @@
 
     workshop mpi report PATH [--job J]          diagnosis in words, with the numbers
     workshop mpi summary PATH [--job J] --json  one JSON object (see profile_summary)
+    workshop mpi summary DIR                    one row per job when DIR holds several jobs
+                                                (its own files, or its sub-folders')
     workshop mpi compare PATH_A PATH_B [--labels A B] [--json]
     workshop mpi plot PATH -o FIGURE.png        routine times, message sizes, ranks
 
@@ -19,7 +21,14 @@ import warnings
 from pathlib import Path
 
 from workshop.analysis import mpi as analysis
-from workshop.io.mpitrace import MpiProfile, MpiTraceError, MpiTraceWarning, read_mpitrace_jobs
+from workshop.io.mpitrace import (
+    FILE_NAME,
+    MpiProfile,
+    MpiTraceError,
+    MpiTraceWarning,
+    read_mpitrace_jobs,
+)
+from workshop.results import json_safe
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,8 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--small-bytes",
             type=float,
-            default=analysis.SMALL_BYTES,
-            help="allreduces of at most this many bytes count as negotiation (default 16)",
+            default=None,
+            help="allreduces of at most this many bytes count as negotiation (default 16; 8, "
+            "one 64-bit word, in summary's one-row-per-job table)",
         )
 
     report = sub.add_parser("report", help="diagnosis in words, with numbers")
@@ -120,7 +130,7 @@ def _report(args: argparse.Namespace) -> int:
     if len(ids) > 1:
         print(f"(PATH holds jobs {', '.join(ids)}; this is job {prof.jobid})")
     for line in analysis.mpi_findings(
-        prof, small_bytes=args.small_bytes, metrics=_metrics(args.path)
+        prof, small_bytes=_small_bytes(args), metrics=_metrics(args.path)
     ):
         print(line)
     table = analysis.routine_table(prof)
@@ -133,12 +143,59 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_jobs(path: str) -> dict[str, MpiProfile]:
+    """Every job PATH holds, labelled by job id; a directory without profile files of its own
+    is read one level down, each job labelled ``<sub-folder>/<job id>``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MpiTraceWarning)
+        folder = Path(path)
+        if folder.is_dir() and not any(FILE_NAME.match(p.name) for p in folder.iterdir()):
+            jobs = {}
+            for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+                if any(FILE_NAME.match(p.name) for p in sub.iterdir() if p.is_file()):
+                    for jobid, prof in read_mpitrace_jobs(sub).items():
+                        jobs[f"{sub.name}/{jobid}"] = prof
+            if not jobs:
+                raise FileNotFoundError(
+                    f"no mpi_profile.<jobid>.<rank> files in {folder} nor in its sub-folders"
+                )
+            return jobs
+        return read_mpitrace_jobs(path)
+
+
+def _small_bytes(args: argparse.Namespace, default: float = analysis.SMALL_BYTES) -> float:
+    return default if args.small_bytes is None else args.small_bytes
+
+
+def _jobs_summary(args: argparse.Namespace, jobs: dict[str, MpiProfile]) -> int:
+    small = _small_bytes(args, analysis.NEGOTIATION_WORD_BYTES)
+    table = analysis.jobs_table(jobs, small_bytes=small)
+    if args.json:
+        rows = [{k: json_safe(v) for k, v in row.items()} for row in table.to_dict("records")]
+        print(json.dumps({"jobs": rows}, indent=2, allow_nan=False))
+        return 0
+    shown = table.copy()
+    for column in ("mpi_time_share", "small_allreduce_share", "top_routine_share"):
+        shown[column] = shown[column].map(lambda v: "?" if v != v else f"{100 * v:.1f}%")
+    shown = shown.rename(columns={"small_allreduce_share": f"<={small:g}B_share"})
+    print(f"{len(table)} jobs in {args.path} (rank: the rank of the allreduce and top-routine "
+          "columns)")  # fmt: skip
+    print(shown.to_string(index=False))
+    return 0
+
+
 def _summary(args: argparse.Namespace) -> int:
     try:
-        ids, prof = _load(args.path, args.job)
+        if args.job is None:
+            jobs = _load_jobs(args.path)
+            if len(jobs) > 1:
+                return _jobs_summary(args, jobs)
+            ids, prof = [p.jobid for p in jobs.values()], next(iter(jobs.values()))
+        else:
+            ids, prof = _load(args.path, args.job)
     except (MpiTraceError, FileNotFoundError, ValueError) as exc:
         return _fail("summary", exc)
-    data = {"jobs": ids, **analysis.profile_summary(prof, small_bytes=args.small_bytes)}
+    data = {"jobs": ids, **analysis.profile_summary(prof, small_bytes=_small_bytes(args))}
     if args.json:
         print(json.dumps(data, indent=2, allow_nan=False))
         return 0
@@ -151,7 +208,7 @@ def _summary(args: argparse.Namespace) -> int:
         frac_text = f"{100 * frac:.1f}%" if frac is not None else "?"
         print(f"  rank {rank}: comm {comm} s of {elapsed} s elapsed ({frac_text})")
     print(
-        f"small (<= {args.small_bytes:g} B) MPI_Allreduce on rank {data['signature_rank']}: "
+        f"small (<= {_small_bytes(args):g} B) MPI_Allreduce on rank {data['signature_rank']}: "
         f"{data['small_allreduce_calls']} calls, {data['small_allreduce_time_s']} s; "
         f"larger: {data['large_allreduce_calls']} calls, {data['large_allreduce_time_s']} s"
     )
