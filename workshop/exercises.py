@@ -134,13 +134,9 @@ def _describe(expected, rel_tol: float, abs_tol: float) -> str:
     return text
 
 
-def _hints(exercise: str, hints: Sequence[str], hint: str) -> tuple[str, ...]:
+def _hints(exercise: str, hints: Sequence[str]) -> tuple[str, ...]:
     if isinstance(hints, str):
         raise TypeError(f"[{exercise}] hints= takes a tuple of strings, not one string")
-    if hint:
-        if hints:
-            raise TypeError(f"[{exercise}] give hints=(...) or the older hint=..., not both")
-        hints = (hint,)
     hints = tuple(hints)
     if len(hints) > MAX_HINTS or not all(isinstance(h, str) and h.strip() for h in hints):
         raise ValueError(
@@ -191,7 +187,6 @@ def check(
     rel_tol: float = 0.0,
     abs_tol: float = 0.0,
     hints: Sequence[str] = (),
-    hint: str = "",
 ) -> Verdict:
     """Say whether the learner's ``answer`` matches ``expected`` and print the verdict.
 
@@ -206,7 +201,6 @@ def check(
         rel_tol, abs_tol: tolerances for numbers.
         hints: 1 to 3 hints, shown one per wrong try (a question first, then the idea; never
             the value); the last one repeats.
-        hint: the older single hint, read as ``hints=(hint,)``.
 
     Returns:
         A :class:`Verdict`; truthy when right.
@@ -231,7 +225,7 @@ def check(
     >>> passed()
     ['00.1']
     """
-    hints = _hints(exercise, hints, hint)
+    hints = _hints(exercise, hints)
     _register(exercise, expected, rel_tol, abs_tol, hints)
     if answer is None:
         verdict = Verdict(
