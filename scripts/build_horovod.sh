@@ -4,8 +4,10 @@
 #
 # PyPI only has Horovod's source release, and it needs fixes to build against the frameworks
 # and Pythons we support (see README, "How Horovod is built"); each is applied below and checked:
-#   1. its PyTorch extension is compiled as C++14, but torch >= 2.1 headers need C++17:
-#      a CXX wrapper appends -std=c++17 as the last flag, so it wins;
+#   1. its PyTorch extension is compiled as C++14, but torch >= 2.1 headers need C++17 and
+#      torch >= 2.14 headers C++20 ("#error C++20 or later compatible compiler is required to
+#      use PyTorch"): a CXX wrapper appends the standard as the last flag, so it wins: the one
+#      torch's headers ask for on the files that include them, C++17 on the others (TensorFlow's);
 #   2. horovod/tensorflow/xla_mpi_ops.cc does not compile against TF >= 2.16 headers (XLA
 #      headers moved); it is optional at run time, so it is left out of the build;
 #   3. a CUDA build of torch (PyPI's default on Linux) makes Horovod's CMake add its CUDA
@@ -23,6 +25,11 @@
 #      (--param ggc-min-expand=20 --param ggc-min-heapsize=65536). Measured here (-j1, largest
 #      compiler process): 2,347 MiB before, 1,750 MiB Release, 1,489 MiB Release + ggc; the wheel
 #      is 1.9 MB instead of 35.6 MB.
+#   7. Keras: horovod/tensorflow/keras/__init__.py and callbacks.py take their backend with
+#      `from keras import backend as K`, which is Keras 3 even with TF_USE_LEGACY_KERAS=1, while
+#      the models and optimizers they wrap are tf-keras (`tensorflow.keras`); Horovod's
+#      LearningRateWarmupCallback (K.get_value) and MetricAverageCallback (K.constant) then
+#      fail. Both files use the backend of the Keras that `tensorflow.keras` resolves to.
 # The wheel is cached outside the clone, keyed by Horovod, torch (version and build),
 # TensorFlow and Python versions, so a second setup (or CI on a fresh clone) does not recompile.
 # The build log is kept in the cache folder: $WORKSHOP_CACHE/logs/.
@@ -47,8 +54,9 @@ print(torch + build, md.version("tensorflow-cpu"), py)
 PY
 )
 read -r TORCH_VERSION TF_VERSION PY_TAG <<<"$versions"
-# "release": the recipe with fix 6 (a wheel cached by an earlier recipe is not reused).
-KEY="horovod${HOROVOD_VERSION}-torch${TORCH_VERSION}-tf${TF_VERSION}-${PY_TAG}-release"
+# "release-tfkeras": the recipe with fixes 6 and 7 (a wheel cached by an earlier recipe is not
+# reused).
+KEY="horovod${HOROVOD_VERSION}-torch${TORCH_VERSION}-tf${TF_VERSION}-${PY_TAG}-release-tfkeras"
 WHEEL_DIR="$CACHE_ROOT/wheels/$KEY"
 LOG_DIR="$CACHE_ROOT/logs"
 
@@ -115,18 +123,34 @@ edit("third_party/flatbuffers/include/flatbuffers/stl_emulation.h",
      "\n")
 # 6. Release: no debug info (memory of the compiler, size of the wheel).
 edit("setup.py", r"else 'RelWithDebInfo'", "else 'Release'")
-print("[horovod] source fixes applied: no XLA ops, CPU-only, no distutils, gcc 13/14, Release")
+# 7. Keras: the backend of tensorflow.keras (tf-keras), not Keras 3's.
+for module in ("horovod/tensorflow/keras/__init__.py", "horovod/tensorflow/keras/callbacks.py"):
+    edit(module, r"\n    from keras import backend as K\n",
+         "\n    K = keras.backend  # horovod-workshop: tensorflow.keras's backend (tf-keras)\n")
+print("[horovod] source fixes applied: no XLA ops, CPU-only, no distutils, gcc 13/14, Release,"
+      " tf-keras backend")
 PY
 
-    # Fix 1: a compiler wrapper that puts -std=c++17 last (and fix 6's gcc memory settings).
+    # Fix 1: a compiler wrapper that puts the C++ standard last (and fix 6's gcc memory
+    # settings): C++20 for files that include torch's headers when they require it, else C++17.
     real_cxx="$(command -v "${CXX:-g++}")"
     gc_params=""
     if "$real_cxx" --version | grep -q "Free Software Foundation"; then
         gc_params="--param ggc-min-expand=20 --param ggc-min-heapsize=65536"
     fi
+    torch_std=c++17
+    torch_all_h=$("$PY" -c "import importlib.util, pathlib; \
+print(pathlib.Path(importlib.util.find_spec('torch').origin).parent \
+/ 'include/torch/csrc/api/include/torch/all.h')")
+    if grep -q "C++20 or later" "$torch_all_h" 2>/dev/null; then
+        torch_std=c++20
+    fi
+    echo "[horovod] C++ standard: $torch_std for the PyTorch extension, c++17 for the rest"
     cat >"$build_dir/cxx17" <<EOF
 #!/bin/sh
-exec "$real_cxx" "\$@" -std=c++17 $gc_params
+std=-std=c++17
+case "\$*" in *torch/include*) std=-std=$torch_std ;; esac
+exec "$real_cxx" "\$@" \$std $gc_params
 EOF
     chmod +x "$build_dir/cxx17"
 

@@ -164,6 +164,15 @@ else
     pip_args=()
     [[ -n "$torch_index" && "$torch_index" != none ]] && pip_args+=(--extra-index-url "$torch_index")
     python -m pip install --progress-bar off "${pip_args[@]}" "${req_files[@]/#/-r}"
+    # torch and torchvision must be the same build (CPU or CUDA): a mismatch fails at import.
+    if ! tv_error=$(python -c "import torchvision" 2>&1); then
+        echo "ERROR: torchvision does not import beside torch" \
+            "($(python -c 'import torch; print(torch.__version__)' 2>&1)):" >&2
+        echo "$tv_error" | tail -n 3 >&2
+        echo "torch and torchvision must be the same build (both CPU or both CUDA): install both" \
+            "from one index (WORKSHOP_TORCH_INDEX)" >&2
+        exit 1
+    fi
     echo "$want" >"$stamp"
 fi
 

@@ -224,4 +224,6 @@ def test_doctor_reports_both_frameworks_and_controllers(horovod_ready):
     for framework in ("torch", "tensorflow"):
         assert facts["horovod_build"][framework]["gloo"] is True
         assert facts["horovod_build"][framework]["mpi"] is True
+    # torchvision, of torch's build kind (it imports: a mismatch would be a problem listed).
+    assert facts["versions"]["torchvision"]
     assert facts["problems"] == []

@@ -12,8 +12,16 @@ what each rank did into verdicts on six practices (:data:`CHECK_NAMES`): ``init`
 ``broadcast``, ``averaged``, ``sharded``, ``rank0_checkpoint``, ``lr_scaled``. It judges by
 what happened, never by the source text. ``sharded`` compares the ranks' samples epoch by
 epoch (an epoch starts at each ``DistributedSampler.set_epoch`` call, or else where a rank's
-samples start to repeat); ``lr_scaled`` compares the highest LR of the run (after any warmup)
-with a second, np=1 run of the same script stopped at its first optimizer step.
+samples start to repeat) and judges overlap against chance: the same samples at the same
+positions on every rank (one seed, no shard) FAIL; overlap at the level independent shuffles of
+the whole data set give (Horovod's own TF2 and Keras examples) is a WARN that gives the measured
+and the chance overlap; a shuffling ``DistributedSampler`` that never gets ``set_epoch`` is a
+WARN. ``lr_scaled`` compares the highest LR of the run (after any warmup) with a second, np=1
+run of the same script stopped at its first optimizer step. A script that crashes (or is
+stopped) after steps ran still gets verdicts from what was observed, each marked partial, beside
+the crash (exit 2); :mod:`workshop.check.failures` explains common crashes in plain words (an
+unguarded ``gpus[hvd.local_rank()]`` on a machine without GPUs, a download on an offline
+machine).
 
 Supported: PyTorch (any ``torch.optim`` optimizer, ``hvd.DistributedOptimizer``, any
 ``nn.Module`` model); TensorFlow 2 with tf-keras (``TF_USE_LEGACY_KERAS=1``): custom loops with

@@ -147,6 +147,17 @@ def install_keras_model(recorder: Recorder, training_module) -> None:
             _leave("model")
 
     model_cls.__call__ = call
+
+    original_fit = model_cls.__dict__["fit"]
+
+    @functools.wraps(original_fit)
+    def fit(self, *args, **kwargs):
+        x = args[0] if args else kwargs.get("x")
+        if hasattr(x, "shape") and len(x.shape):
+            recorder.safely("Model.fit", recorder.data_source, int(x.shape[0]))
+        return original_fit(self, *args, **kwargs)
+
+    model_cls.fit = fit
     for method in ("save", "save_weights"):
         _wrap_save(recorder, model_cls, method, f"Model.{method}")
 
@@ -168,6 +179,26 @@ def _wrap_save(recorder: Recorder, cls, method: str, how: str) -> None:
     setattr(cls, method, save)
 
 
+def _wrap_from_tensor_slices(recorder: Recorder, tf) -> None:
+    """Record the number of slices of each ``tf.data.Dataset.from_tensor_slices``."""
+    dataset_cls = tf.data.Dataset
+    original = dataset_cls.from_tensor_slices
+
+    def size_of(tensors):
+        flat = tf.nest.flatten(tensors)
+        shape = getattr(flat[0], "shape", None) if flat else None
+        if shape is not None and len(shape) and shape[0] is not None:
+            recorder.data_source(int(shape[0]))
+
+    @functools.wraps(original)
+    def from_tensor_slices(*args, **kwargs):
+        tensors = args[0] if args else kwargs.get("tensors")
+        recorder.safely("from_tensor_slices", size_of, tensors)
+        return original(*args, **kwargs)
+
+    dataset_cls.from_tensor_slices = staticmethod(from_tensor_slices)
+
+
 def install_tensorflow(recorder: Recorder, tf) -> None:
     """Track GradientTape scopes; hook tf.train.Checkpoint saves."""
     tape_cls = tf.GradientTape
@@ -182,6 +213,7 @@ def install_tensorflow(recorder: Recorder, tf) -> None:
         return original_exit(self, *exc)
 
     tape_cls.__enter__, tape_cls.__exit__ = enter, exit_
+    _wrap_from_tensor_slices(recorder, tf)
     checkpoint_cls = tf.train.Checkpoint
     for method in ("save", "write"):
         _wrap_save(recorder, checkpoint_cls, method, f"tf.train.Checkpoint.{method}")

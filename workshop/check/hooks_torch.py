@@ -131,6 +131,30 @@ def install_torch(recorder: Recorder, torch) -> None:
 
     sampler_cls.set_epoch = set_epoch
 
+    original_sampler_iter = sampler_cls.__iter__
+
+    @functools.wraps(original_sampler_iter)
+    def sampler_iter(self):
+        recorder.safely(
+            "DistributedSampler",
+            recorder.sampler_pass,
+            self.shuffle, self.num_replicas, self.rank, self.epoch,
+        )  # fmt: skip
+        return original_sampler_iter(self)
+
+    sampler_cls.__iter__ = sampler_iter
+
+    from torch.utils.data import DataLoader
+
+    original_loader_iter = DataLoader.__iter__
+
+    @functools.wraps(original_loader_iter)
+    def loader_iter(self):
+        recorder.safely("DataLoader", recorder.data_source, len(self.dataset))
+        return original_loader_iter(self)
+
+    DataLoader.__iter__ = loader_iter
+
     original_save = torch.save
 
     @functools.wraps(original_save)

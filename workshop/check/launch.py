@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workshop.check.failures import explain_crash
 from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text
 
 FRAMEWORKS = ("torch", "tensorflow")
@@ -37,7 +38,8 @@ class Report:
         checks: practice name -> :class:`Check` (``ok`` True/False/None, ``evidence``), in
             the order of :data:`workshop.check.verdicts.CHECK_NAMES`.
         exit_code: 0 every check holds (warnings allowed), 1 one failed, 2 the script crashed
-            or was stopped by the timeout.
+            or was stopped by the timeout (after a crash, the checks are still judged from the
+            steps that ran, each marked ``partial``).
         seconds: wall time of the whole check.
         error: why the script was not judged (crash with rank and traceback, timeout), or None.
         output: the tail of the ranks' combined output (horovodrun's ``[rank]<stream>`` lines).
@@ -72,13 +74,19 @@ class Report:
             lines.append(self.error)
         width = max(len(name) for name in self.checks)
         for name, check in self.checks.items():
-            lines.append(f"  {check.label:<4}  {name:<{width}}  {check.evidence}")
+            partial = "(partial) " if check.partial else ""
+            lines.append(f"  {check.label:<4}  {name:<{width}}  {partial}{check.evidence}")
         failed = [name for name, check in self.checks.items() if check.ok is False]
         outcome = {
             0: "every practice holds"
             + (" (see the warnings)" if any(c.ok is None for c in self.checks.values()) else ""),
             1: f"{len(failed)} of {len(self.checks)} practices missing: {', '.join(failed)}",
-            2: "the script did not run to the end: not judged",
+            2: "the script did not run to the end: "
+            + (
+                "the verdicts above come from what ran before it stopped (partial)"
+                if any(c.partial for c in self.checks.values())
+                else "not judged"
+            ),
         }[self.exit_code]
         lines.append(f"exit code {self.exit_code}: {outcome}")
         return "\n".join(lines)
@@ -230,9 +238,12 @@ def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> s
         tail = obs["error"]["traceback"].rstrip().splitlines()[-TRACEBACK_LINES:]
         others = sorted(r for _, r, _ in errors if r != rank)
         also = f" (then {', '.join(f'rank {r}' for r in others)} failed too)" if others else ""
+        explained = explain_crash(obs["error"], launch.output(), rank)
         return (
             f"the script crashed on rank {rank}: {obs['error']['type']}: "
-            f"{obs['error']['message']}{also}\n" + "\n".join("    " + t for t in tail)
+            f"{obs['error']['message']}{also}\n"
+            + "\n".join("    " + t for t in tail)
+            + (f"\n{explained}" if explained else "")
         )
     exits = [
         (rank, obs["exit_code"])
@@ -255,6 +266,21 @@ def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> s
 
 def _not_judged(reason: str) -> dict[str, Check]:
     return {name: Check(None, f"not judged: {reason}") for name in CHECK_NAMES}
+
+
+def _partial_verdicts(
+    observations: dict[int, dict], np: int, base: dict | None, note: str, framework: str | None
+) -> dict[str, Check]:
+    """The verdicts of a run that crashed, from what every rank did before it ended: each
+    marked partial. Not judged when a rank left no observations or no rank made a step."""
+    missing = [rank for rank in range(np) if rank not in observations]
+    if missing:
+        return _not_judged(f"{ranks_text(missing)} left no observations")
+    steps = max(len(obs.get("steps") or []) for obs in observations.values())
+    if not steps:
+        return _not_judged("the script crashed before its first optimizer step")
+    checks = judge(list(observations.values()), base, note, framework)
+    return {name: check.as_partial() for name, check in checks.items()}
 
 
 def _framework(observations: dict[int, dict]) -> str | None:
@@ -361,15 +387,15 @@ def _report(
     output = main.output()[-OUTPUT_CHARS:]
     seconds = time.monotonic() - start
     found = _framework(observations)
+    base, note = _base_observation(launches.get("base"))
     if timed_out:
         error = _timeout_message(timeout_s, observations)
-        checks = _not_judged("stopped by the timeout")
+        checks = _partial_verdicts(observations, np, base, note, framework)
         return Report(script, np, found, checks, 2, seconds, error, output)
     crash = _crash_message(observations, np, main)
     if crash:
-        checks = _not_judged("the script did not finish")
+        checks = _partial_verdicts(observations, np, base, note, framework)
         return Report(script, np, found, checks, 2, seconds, crash, output)
-    base, note = _base_observation(launches.get("base"))
     checks = judge(list(observations.values()), base, note, framework)
     exit_code = 1 if any(check.ok is False for check in checks.values()) else 0
     error = _hook_errors_message(observations)
@@ -382,8 +408,9 @@ def _timeout_message(timeout_s: float, observations: dict[int, dict]) -> str:
         "forever or wait on a rank that crashed? (workshop check is meant for "
         "short runs: pass arguments that make it take a few steps)"
     )
-    if observations:
-        error += f"; {ranks_text(sorted(observations))} had finished"
+    finished = sorted(rank for rank, obs in observations.items() if obs["status"] != "stopped")
+    if finished:
+        error += f"; {ranks_text(finished)} had finished"
     return error
 
 

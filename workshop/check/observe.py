@@ -20,6 +20,11 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
 - ``epoch_marks``: ``len(samples)`` at each call of a sampler's ``set_epoch`` (PyTorch's
   ``DistributedSampler``): where a new epoch begins;
 - ``saves``: ``{"path", "how"}`` of every checkpoint or model file written;
+- ``data_sizes``: the sizes of the data sources the script built or iterated (a torch
+  ``Dataset`` behind a ``DataLoader``, tf.data's ``from_tensor_slices``, the arrays given to
+  Keras' ``fit``), at most :data:`MAX_DATA_SIZES`: the base of the chance level in ``sharded``;
+- ``samplers``: one ``{"shuffle", "num_replicas", "rank", "epoch"}`` per pass over a
+  ``DistributedSampler`` (its ``__iter__``);
 - ``status`` (``ok``, ``error``, ``exit``), ``exit_code``, ``error`` (``{"type", "message",
   "traceback", "time"}``) and ``seconds`` (from the process start to the end of the script);
 - ``hook_errors``: observations that failed (the script itself was not disturbed).
@@ -38,6 +43,7 @@ from pathlib import Path
 # the first update, when TensorFlow's usual pattern has just broadcast them).
 PARAM_STEPS = 2
 DIGEST_BYTES = 8
+MAX_DATA_SIZES = 20
 
 
 def digest(data: bytes | memoryview) -> str:
@@ -84,6 +90,8 @@ class Recorder:
         self.batches: list[int] = []
         self.epoch_marks: list[int] = []
         self.saves: list[dict] = []
+        self.data_sizes: list[int] = []
+        self.samplers: list[dict] = []
         self.allreduces = 0
         self.broadcasts = 0
         self.hook_errors: list[str] = []
@@ -157,6 +165,24 @@ class Recorder:
         with self.lock:
             self.saves.append({"path": path, "how": how})
 
+    def data_source(self, size: int) -> None:
+        """A data source of ``size`` samples was built or iterated."""
+        with self.lock:
+            if size > 0 and len(self.data_sizes) < MAX_DATA_SIZES:
+                self.data_sizes.append(int(size))
+
+    def sampler_pass(self, shuffle: bool, num_replicas: int, rank: int, epoch: int) -> None:
+        """A pass over a DistributedSampler began."""
+        with self.lock:
+            self.samplers.append(
+                {
+                    "shuffle": bool(shuffle),
+                    "num_replicas": int(num_replicas),
+                    "rank": int(rank),
+                    "epoch": int(epoch),
+                }  # fmt: skip
+            )
+
     # -- the result file --------------------------------------------------------------------
     def to_dict(self, status: str, exit_code: int, error: dict | None = None) -> dict:
         return {
@@ -172,6 +198,8 @@ class Recorder:
             "batches": self.batches,
             "epoch_marks": self.epoch_marks,
             "saves": self.saves,
+            "data_sizes": self.data_sizes,
+            "samplers": self.samplers,
             "allreduces": self.allreduces,
             "broadcasts": self.broadcasts,
             "status": status,

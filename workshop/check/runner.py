@@ -7,6 +7,12 @@ then runs SCRIPT as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]`` and the scr
 first on ``sys.path``, like ``python SCRIPT ARGS``. When the script ends, for any reason, it
 writes ``DIR/rank.<N>.json`` (see :mod:`workshop.check.observe`). ``--probe`` stops the script
 at its first optimizer step (the np=1 run that shows the base learning rate).
+
+When another rank crashes, horovodrun stops this one with SIGTERM, often while it waits inside
+a Horovod collective (native code, where a Python signal handler would not run): SIGTERM is
+blocked in every thread of the script and taken by a watcher thread that writes this rank's
+observations (status ``stopped``) and ends the process, so the ranks' steps before the crash
+can still be judged.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import importlib.abc
 import importlib.util
 import os
 import runpy
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -160,6 +168,23 @@ def _env_int(*names: str) -> int | None:
     return None
 
 
+STOPPED_EXIT_CODE = 128 + signal.SIGTERM
+
+
+def _write_when_stopped(recorder: Recorder) -> None:
+    """Block SIGTERM in this thread (and so in every thread the script starts) and let a
+    watcher thread take it: write the observations, then end the process."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def watch() -> None:
+        signal.sigwait({signal.SIGTERM})
+        if not recorder.written:
+            recorder.write("stopped", STOPPED_EXIT_CODE)
+        os._exit(STOPPED_EXIT_CODE)
+
+    threading.Thread(target=watch, name="workshop-check-sigterm", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workshop.check.runner")
     parser.add_argument("--out", type=Path, required=True, help="folder for rank.<N>.json")
@@ -172,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     size = _env_int("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
     recorder = Recorder(options.out, rank, size, probe=options.probe)
     AfterImport(observation_hooks(recorder)).install()
+    _write_when_stopped(recorder)
 
     sys.argv = [str(options.script), *options.args]
     # Like `python SCRIPT`: the script's folder first. The launcher starts the runner with

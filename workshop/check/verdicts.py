@@ -21,17 +21,25 @@ LR_REL_TOL = 1e-3
 
 @dataclass(frozen=True)
 class Check:
-    """One practice's verdict: ``ok`` True / False / None (warning) and the evidence."""
+    """One practice's verdict: ``ok`` True / False / None (warning), the evidence, and whether
+    it was judged on partial evidence (steps before a crash)."""
 
     ok: bool | None
     evidence: str
+    partial: bool = False
 
     @property
     def label(self) -> str:
         return {True: "OK", False: "FAIL", None: "WARN"}[self.ok]
 
+    def as_partial(self) -> Check:
+        """The same verdict, marked as judged on partial evidence (the script crashed)."""
+        return Check(self.ok, self.evidence, True)
+
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "evidence": self.evidence}
+        """``{"ok", "evidence"}``, and ``"partial": true`` for a verdict on partial evidence."""
+        found = {"ok": self.ok, "evidence": self.evidence}
+        return found | {"partial": True} if self.partial else found
 
 
 def _plural(count: int, noun: str) -> str:
@@ -240,10 +248,17 @@ def split_epochs(observed: dict) -> tuple[list[list[str]], str]:
 
 
 def check_sharded(ranks: list[dict]) -> Check:
-    """Within each epoch, the ranks trained on different samples (no sample on two ranks).
+    """Each rank trained on its own samples, judged against what chance gives.
 
     Epochs are compared one by one (see :func:`split_epochs`): a sampler's new shuffle each
-    epoch rightly hands a rank samples another rank had the epoch before.
+    epoch rightly hands a rank samples another rank had the epoch before. No common sample in
+    any epoch: OK (a warning when a shuffling ``DistributedSampler`` never got ``set_epoch``).
+    Otherwise the ranks' sample streams are compared position by position: the same samples at
+    the same positions (one global seed, no shard: the classic mistake) FAIL. Ranks that each
+    draw their own random order from the whole data set (unseeded shuffles, ``.shard()`` after
+    an unseeded shuffle) share samples at the rate independent draws give: a warning that says
+    so, with the measured overlap and the chance level (from the data set's size, when the
+    runner saw it). Overlap well above chance, in different orders, FAILs.
     """
     missing = [r["env_rank"] for r in ranks if not r["samples"]]
     if missing:
@@ -255,28 +270,37 @@ def check_sharded(ranks: list[dict]) -> Check:
     split = [split_epochs(r) for r in ranks]
     epochs = [found for found, _ in split]
     count = min(len(found) for found in epochs)
-    worst = None
-    overlapping = set()
-    for i in range(len(ranks)):
-        for j in range(i + 1, len(ranks)):
-            for e in range(count):
-                a, b = set(epochs[i][e]), set(epochs[j][e])
-                common = len(a & b)
-                share = common / min(len(a), len(b))
-                if common:
-                    overlapping.add(e)
-                if worst is None or share > worst[0]:
-                    worst = (share, common, i, j, e, len(a), len(b))
+    worst = _worst_epoch_overlap(epochs, count)
     share, common, i, j, e, size_i, size_j = worst
+    if common == 0:
+        if count > 1:
+            text = _sharded_epochs_text(ranks, epochs, count, split[0][1])
+        else:
+            text = (
+                f"rank {ranks[i]['env_rank']} and rank {ranks[j]['env_rank']} saw 0 common "
+                f"samples of {size_i} and {size_j}"
+            ) + (" (every pair of ranks: none)" if len(ranks) > 2 else "")
+        return _sampler_without_set_epoch(ranks, text) or Check(True, text)
     pair = (
         f"rank {ranks[i]['env_rank']} and rank {ranks[j]['env_rank']} saw {common} common "
         f"samples of {size_i} and {size_j}"
     )
     where = f" in epoch {e + 1} of {count}" if count > 1 else ""
-    if common == 0:
-        if count == 1:
-            return Check(True, pair + (" (every pair of ranks: none)" if len(ranks) > 2 else ""))
-        return Check(True, _sharded_epochs_text(ranks, epochs, count, split[0][1]))
+    aligned = _aligned(ranks)
+    if aligned is not None:
+        matched, compared, a, b = aligned
+        spread = ""
+        if count > 1:
+            overlapping = sum(1 for k in range(count) if set(epochs[a][k]) & set(epochs[b][k]))
+            spread = f"; {overlapping} of {count} epochs overlap"
+        return Check(
+            False,
+            f"{pair}{where} ({share:.0%}{spread}), {matched} of {compared} at the same "
+            f"position on rank {ranks[a]['env_rank']} and rank {ranks[b]['env_rank']}: the "
+            "ranks trained on the same data in the same order (one seed and no shard); give "
+            "each its own shard (DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()), "
+            "dataset.shard(hvd.size(), hvd.rank()) or x[hvd.rank()::hvd.size()])",
+        )
     if share <= FEW_COMMON_SAMPLES:
         return Check(
             None,
@@ -284,13 +308,117 @@ def check_sharded(ranks: list[dict]) -> Check:
             "the data, DistributedSampler padding, or each rank drawing at random "
             "from the whole data set?)",
         )
-    spread = f"; {len(overlapping)} of {count} epochs overlap" if count > 1 else ""
-    return Check(
-        False,
-        f"{pair}{where} ({share:.0%}{spread}): the ranks trained on the same data; give each "
-        "its own shard (DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()) "
-        "or x[hvd.rank()::hvd.size()])",
+    return _overlap_against_chance(ranks)
+
+
+def _worst_epoch_overlap(epochs: list[list[list[str]]], count: int) -> tuple:
+    """(share, common, i, j, epoch, size_i, size_j) of the pair of ranks and epoch that share
+    the largest part of their samples."""
+    worst = None
+    for i in range(len(epochs)):
+        for j in range(i + 1, len(epochs)):
+            for e in range(count):
+                a, b = set(epochs[i][e]), set(epochs[j][e])
+                common = len(a & b)
+                share = common / min(len(a), len(b))
+                if worst is None or share > worst[0]:
+                    worst = (share, common, i, j, e, len(a), len(b))
+    return worst
+
+
+# At least this share of the positions both ranks reached holds the same sample on both: the
+# ranks read the same stream (independent orders of a data set of D samples match at about 1
+# position in D).
+SAME_POSITION_SHARE = 0.5
+
+
+def _aligned(ranks: list[dict]) -> tuple[int, int, int, int] | None:
+    """(matching positions, positions compared, i, j) of the first pair of ranks whose sample
+    streams hold the same sample at most positions, else None."""
+    for i in range(len(ranks)):
+        for j in range(i + 1, len(ranks)):
+            a, b = ranks[i]["samples"], ranks[j]["samples"]
+            compared = min(len(a), len(b))
+            matched = sum(1 for x, y in zip(a, b, strict=False) if x == y)
+            if compared and matched / compared >= SAME_POSITION_SHARE:
+                return matched, compared, i, j
+    return None
+
+
+def _data_size(ranks: list[dict]) -> int | None:
+    """The training data set's size as the runner saw it (the largest data source: a torch
+    Dataset, tf.data's from_tensor_slices, the arrays given to Keras' fit), or None when no
+    size was seen or it is smaller than what a rank drew."""
+    sizes = [size for r in ranks for size in r.get("data_sizes") or []]
+    drawn = max(len(set(r["samples"])) for r in ranks)
+    if not sizes or max(sizes) < drawn:
+        return None
+    return max(sizes)
+
+
+def _overlap_against_chance(ranks: list[dict]) -> Check:
+    """Ranks whose samples overlap in different orders: a warning at the overlap independent
+    random draws give, a failure well above it. Over the whole run, two ranks that drew a and b
+    distinct samples at random from D share a*b/D on average (hypergeometric spread)."""
+    size = _data_size(ranks)
+    pairs = []
+    for i in range(len(ranks)):
+        for j in range(i + 1, len(ranks)):
+            a, b = set(ranks[i]["samples"]), set(ranks[j]["samples"])
+            pairs.append((len(a & b) / min(len(a), len(b)), len(a & b), i, j, len(a), len(b)))
+    share, common, i, j, a, b = max(pairs)
+    pair = (
+        f"over the whole run rank {ranks[i]['env_rank']} and rank {ranks[j]['env_rank']} drew "
+        f"{a} and {b} distinct samples, {common} in common ({share:.0%}), in different orders"
     )
+    advice = (
+        "each rank shuffles the whole data set on its own (no shard, or .shard() after an "
+        "unseeded shuffle): fine for SGD, but an 'epoch' is then np passes over the data; "
+        "shard before shuffling (DistributedSampler, dataset.shard(hvd.size(), hvd.rank()) "
+        "first) for exact epochs"
+    )
+    if size is None:
+        return Check(
+            None,
+            f"{pair}: independent random draws? (the data set's size was not seen, so the "
+            f"chance level is unknown); {advice}",
+        )
+    expected = a * b / size
+    spread = math.sqrt(expected * (1 - b / size) * (size - a) / max(size - 1, 1))
+    chance = (
+        f"independent random draws from the {size:,} samples of the data set share about "
+        f"{expected:,.0f} ({expected / min(a, b):.0%})"
+    )
+    if common > expected + max(4 * spread, 0.05 * min(a, b)) + 2:
+        return Check(
+            False,
+            f"{pair}; {chance}: {common / expected:.1f}x more than chance, so the ranks read "
+            "overlapping parts of the data; give each its own shard "
+            "(DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()), "
+            "dataset.shard(hvd.size(), hvd.rank()) or x[hvd.rank()::hvd.size()])",
+        )
+    return Check(None, f"{pair}; {chance}: the overlap of chance, {advice}")
+
+
+def _sampler_without_set_epoch(ranks: list[dict], text: str) -> Check | None:
+    """A warning when a rank iterated a shuffling DistributedSampler but never called
+    ``set_epoch``: every epoch then repeats the first epoch's order."""
+    for r in ranks:
+        shuffled = [s for s in r.get("samplers") or [] if s.get("shuffle")]
+        if shuffled and not r.get("epoch_marks"):
+            passes = len(shuffled)
+            seen = (
+                f"it was iterated {_plural(passes, 'time')} without a set_epoch call"
+                if passes > 1
+                else "no set_epoch call was seen"
+            )
+            return Check(
+                None,
+                f"{text}; but rank {r['env_rank']} used DistributedSampler(shuffle=True) and "
+                f"{seen}: every epoch repeats the first epoch's order; call "
+                "sampler.set_epoch(epoch) at the start of each epoch",
+            )
+    return None
 
 
 def _sharded_epochs_text(ranks: list[dict], epochs: list[list], count: int, how: str) -> str:

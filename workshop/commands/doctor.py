@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from workshop.launch.environment import diagnose_environment
+from workshop.launch.environment import FIX_SETUP, diagnose_environment
 
 
 def _operations(built: dict) -> str:
@@ -42,6 +42,31 @@ def torch_build() -> str:
     return "CPU build (+cpu)"
 
 
+def torchvision_state() -> tuple[str | None, str | None]:
+    """(version, problem) of torchvision: Horovod's PyTorch examples and most PyTorch MNIST
+    tutorials import it. It must be the build of torch's kind (CPU or CUDA): a CUDA torchvision
+    beside a CPU torch fails at import ("operator torchvision::nms does not exist")."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    try:
+        version = importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
+        return None, f"torchvision is not installed: {FIX_SETUP}"
+    # In a child: a torchvision that does not match torch can leave torch half-initialised.
+    found = subprocess.run(
+        [sys.executable, "-c", "import torchvision"], capture_output=True, text=True
+    )
+    if found.returncode != 0:
+        last = (found.stderr.strip().splitlines() or ["(no message)"])[-1]
+        return version, (
+            f"torchvision {version} does not import beside torch ({last}): torch and "
+            f"torchvision must be the same build (both CPU or both CUDA): {FIX_SETUP}"
+        )
+    return version, None
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("doctor", help="check what this environment can run")
     parser.add_argument("--json", action="store_true", help="print the facts as JSON")
@@ -51,6 +76,9 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     facts, problems = diagnose_environment()
     facts["torch_build"] = torch_build()
+    facts["versions"]["torchvision"], problem = torchvision_state()
+    if problem:
+        problems.append(problem)
     if args.json:
         print(json.dumps({**facts, "problems": problems}, indent=2))
         return 1 if problems else 0
@@ -60,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         f"{facts['host']['memory_gb']} GiB, {facts['host']['cpu']}"
     )
     print(f"GPUs      {', '.join(facts['host']['gpus']) or 'none'}")
-    for name in ("python", "torch", "tensorflow", "tf_keras", "horovod", "mpi"):
+    for name in ("python", "torch", "torchvision", "tensorflow", "tf_keras", "horovod", "mpi"):
         print(f"{name:<9} {versions.get(name) or 'MISSING'}")
         if name == "torch" and versions.get(name):
             print(f"{'':<9} {facts['torch_build']}")
