@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "profiler",
     "check",
     "parallelism",
+    "cluster",
 ]
 
 

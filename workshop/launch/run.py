@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
 from workshop.io.runs import launcher_identity
 from workshop.launch.environment import find_program, program_path_env
 from workshop.paths import runs_dir
@@ -239,11 +240,15 @@ def horovod_env(config: RunConfig, run_dir: Path) -> dict[str, str]:
     return horovod_variables(config, run_dir)
 
 
-def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[list[str], dict]:
+def launch_command(
+    config: RunConfig, run_dir: Path, data_mode: str, cluster: ClusterLaunch | None = None
+) -> tuple[list[str], dict]:
     """The command that starts all ranks, and the extra environment it needs.
 
     horovodrun gets Horovod's knobs as its flags and sets the ``HOROVOD_*`` variables for the
-    ranks itself; a cluster's launcher (``config.launcher``) gets the variables.
+    ranks itself; a cluster's launcher (``config.launcher``) gets the variables. Inside an
+    emulated cluster (``cluster``, see workshop.cluster.hosts) horovodrun gets its host list and
+    network interface instead of ``localhost``.
     """
     from workshop.launch.options import horovodrun_flags
     from workshop.train.common import threads_per_rank
@@ -275,7 +280,8 @@ def launch_command(config: RunConfig, run_dir: Path, data_mode: str) -> tuple[li
         "-np",
         str(config.np),
         "-H",
-        f"localhost:{config.np}",
+        cluster.hosts if cluster else f"localhost:{config.np}",
+        *(["--network-interface", cluster.interface] if cluster else []),
         f"--{config.controller}",
         *horovodrun_flags(config, run_dir),
     ]
@@ -504,13 +510,22 @@ def launch(
     from workshop.train import data
 
     config.validate()
+    cluster = None if config.launcher else cluster_launch(config.np)
+    if cluster and config.threads_per_rank is None:
+        # The emulated nodes share this machine's cores: divide them by all ranks, not by the
+        # ranks of one node (what each rank would do on a real node).
+        from workshop.train.common import threads_per_rank
+
+        config = dataclasses.replace(config, threads_per_rank=threads_per_rank(config.np, None))
     _require_horovodrun(config)
     data_mode = data.prepare(config.dataset, config.data)
     run_dir = new_run_dir(config, out_dir, name)
-    argv, extra_env = launch_command(config, run_dir, data_mode)
+    argv, extra_env = launch_command(config, run_dir, data_mode, cluster)
     # The environment's own programs first (horovodrun, and what it starts), activated or not.
     env = os.environ | {"PATH": program_path_env()} | extra_env
     record = _started_record(config, run_dir, argv, env, data_mode, command)
+    if cluster:
+        record["cluster"] = cluster.record
     write_json(run_dir / "run.json", record)
     if not quiet:
         print(f"run directory: {run_dir}")
@@ -524,6 +539,10 @@ def launch(
         _stop_leftovers(run_dir)
         record |= _ended_fields(run_dir, config.np, start, launch_exit_code, stopped_by)
         record |= _result_fields(run_dir, record["data"])
+        if cluster:
+            record["cluster"]["rank_hosts_seen"] = _hosts_seen(run_dir, config.np)
+        if cluster and record["status"] == "failed":
+            record["first_failure"] = _cluster_failure(run_dir, cluster)
         write_json(run_dir / "run.json", record)
     finally:
         _restore_handlers(previous)
@@ -534,8 +553,29 @@ def launch(
             stopped_by,
         )
     if record["status"] != "ok":
-        raise RunError(_failure_message(run_dir, launch_exit_code, record["rank_status"]))
+        message = _failure_message(run_dir, launch_exit_code, record["rank_status"])
+        if record.get("first_failure"):
+            failure = record["first_failure"]
+            message += (
+                f"\n  first lost: rank {', '.join(map(str, failure['ranks']))} on host "
+                f"{failure['host']}: {failure['reason']}"
+            )
+        raise RunError(message)
     return run_dir
+
+
+def _cluster_failure(run_dir: Path, cluster: ClusterLaunch) -> dict | None:
+    """Which rank, on which host, the launcher reported lost first (see launcher.log)."""
+    log = run_dir / "logs" / "launcher.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    hosts = {int(rank): host for rank, host in cluster.record["rank_hosts"].items()}
+    return first_failure(text, hosts)
+
+
+def _hosts_seen(run_dir: Path, np: int) -> dict[str, str | None]:
+    """The hostname each rank reported (``logs/rank.N.host``, written inside a cluster)."""
+    paths = {rank: run_dir / "logs" / f"rank.{rank}.host" for rank in range(np)}
+    return {str(r): p.read_text().strip() if p.exists() else None for r, p in paths.items()}
 
 
 def _require_horovodrun(config: RunConfig) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 import traceback
@@ -119,6 +120,8 @@ class RankIO:
         self.rank = rank
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.log = (run_dir / "logs" / f"rank.{rank}.log").open("a", buffering=1)
+        if os.environ.get("WORKSHOP_CLUSTER"):  # an emulated cluster: record the node it ran on
+            (run_dir / "logs" / f"rank.{rank}.host").write_text(socket.gethostname() + "\n")
 
     def print(self, message: str) -> None:
         """Log a line; rank 0 also prints it."""

@@ -1,0 +1,126 @@
+"""The emulated cluster's pure parts (no root needed): the spec, the host list workshop run
+builds from a state file, the failure parser, and what the command says without root."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workshop.cli import main
+from workshop.cluster import emulate, hosts
+from workshop.cluster.spec import MIN_BURST_BYTES, ClusterSpec, parse_rate
+
+
+def test_rates_parse_like_tc():
+    assert parse_rate("1gbit") == 1e9
+    assert parse_rate("10gbit") == 1e10
+    assert parse_rate("500mbit") == 5e8
+    for bad in ("1gb", "fast", "0gbit", "-1gbit"):
+        with pytest.raises(ValueError, match="--link"):
+            parse_rate(bad)
+
+
+def test_spec_nodes_addresses_and_bucket():
+    with pytest.raises(ValueError, match="--nodes 5: 1 to 4"):
+        ClusterSpec(nodes=5)
+    spec = ClusterSpec(nodes=3, link="10gbit")
+    assert [(n.name, n.namespace, n.address) for n in spec.node_list()] == [
+        ("nodea", "wsc-nodea", "10.77.0.11"),
+        ("nodeb", "wsc-nodeb", "10.77.0.12"),
+        ("nodec", "wsc-nodec", "10.77.0.13"),
+    ]
+    # 1 ms at 10 Gbit/s is 1.25 MB, above the 256 KiB floor; at 1 Gbit/s 125 kB is below it
+    assert spec.burst_bytes == 1_250_000
+    assert ClusterSpec(link="1gbit").burst_bytes == MIN_BURST_BYTES
+    assert spec.tbf_args("hsn0")[:8] == "qdisc add dev hsn0 root tbf rate 10gbit".split()
+
+
+def test_no_node_name_resolves_to_loopback():
+    # a hostname on 127.0.x.x would be handed to the other nodes as this node's address
+    lines = ClusterSpec(nodes=4).hosts_file().splitlines()
+    assert lines[0] == "127.0.0.1 localhost"
+    assert all(not line.startswith("127.") for line in lines[1:]) and len(lines) == 5
+
+
+def _state_file(tmp_path, nodes=("nodea", "nodeb"), link="1gbit"):
+    path = tmp_path / "state.json"
+    path.write_text(
+        json.dumps(
+            {
+                "spec": {"nodes": len(nodes), "link": link},
+                "nodes": [{"name": n} for n in nodes],
+                "interface": "hsn0",
+                "link_bits_per_s": parse_rate(link),
+                "made": [],
+            }
+        )
+    )
+    return path
+
+
+def test_run_inside_a_cluster_gets_its_host_list(tmp_path):
+    assert hosts.cluster_launch(2, env={}) is None  # not inside a cluster: localhost as before
+    env = {hosts.ENV_STATE: str(_state_file(tmp_path))}
+    launch = hosts.cluster_launch(2, env=env)
+    assert launch.hosts == "nodea:1,nodeb:1" and launch.interface == "hsn0"
+    assert launch.record["rank_hosts"] == {"0": "nodea", "1": "nodeb"}
+    assert launch.record["link"] == "1gbit" and launch.record["link_bits_per_s"] == 1e9
+    packed = hosts.cluster_launch(2, env=env | {hosts.ENV_RANKS_PER_NODE: "2"})
+    assert packed.hosts == "nodea:2" and packed.record["ranks_per_node"] == {"nodea": 2}
+    with pytest.raises(ValueError, match="does not fit 2 node"):
+        hosts.cluster_launch(5, env=env | {hosts.ENV_RANKS_PER_NODE: "2"})
+    with pytest.raises(ValueError, match="WORKSHOP_CLUSTER=.*is the cluster up"):
+        hosts.cluster_launch(2, env={hosts.ENV_STATE: str(tmp_path / "gone.json")})
+
+
+def test_rank_hosts_follow_the_host_list_order():
+    assert hosts.rank_hosts({"nodea": 2, "nodeb": 1}) == {0: "nodea", 1: "nodea", 2: "nodeb"}
+
+
+RANKS = {0: "nodea", 1: "nodeb"}
+
+
+@pytest.mark.parametrize(
+    ("log", "host", "ranks"),
+    [
+        # horovodrun --gloo after rank 1's processes were killed (SIGKILL: 137)
+        ("[0]<stdout>:epoch 1\nProcess 1 exit with status code 137.\n", "nodeb", [1]),
+        # ssh gave up on a node whose link went down
+        (
+            "[1]<stderr>:Timeout, server nodeb not responding.\n"
+            "Process 0 exit with status code 1.\nProcess 1 exit with status code 255.\n",
+            "nodeb",
+            [1],
+        ),  # fmt: skip
+        # Open MPI: a rank died
+        (
+            "mpirun noticed that process rank 1 with PID 0 on node nodeb exited on signal 9 "
+            "(Killed).\n",
+            "nodeb",
+            [1],
+        ),  # fmt: skip
+    ],
+)
+def test_first_failure_names_host_and_rank(log, host, ranks):
+    failure = hosts.first_failure(log, RANKS)
+    assert failure["host"] == host and failure["ranks"] == ranks and failure["reason"]
+
+
+def test_first_failure_none_when_nothing_failed():
+    assert hosts.first_failure("[0]<stdout>:done\n", RANKS) is None
+
+
+def test_without_root_the_command_says_so_and_points_to_the_recordings(monkeypatch, capsys):
+    monkeypatch.setattr(emulate.os, "geteuid", lambda: 1000)
+    for argv in (["up"], ["down"], ["status"], ["run", "--", "hostname"]):
+        assert main(["cluster", *argv]) == 1
+        err = capsys.readouterr().err
+        assert "needs root" in err and "data/cluster" in err, argv
+
+
+def test_a_corrupt_state_file_is_named(tmp_path):
+    emulate.state_path(tmp_path).write_text("{not json")
+    with pytest.raises(emulate.ClusterError, match=str(tmp_path / "state.json")):
+        emulate.read_state(tmp_path)
+    assert emulate.read_state(tmp_path / "nothing") is None
