@@ -189,6 +189,25 @@ def test_scaling_groups_keep_like_with_like():
     assert groups[0][0]["fusion_threshold_mb"] is None
 
 
+@pytest.mark.parametrize(
+    ("column", "values"),
+    [
+        ("compression", ["none", "fp16"]),
+        ("backward_passes_per_step", [1, 4]),
+        ("cache_capacity", [1024, 0]),
+        ("data", ["real", "synthetic"]),
+        ("mpi_profile", [False, True]),
+    ],
+)
+def test_scaling_groups_split_runs_with_different_work_per_step(column, values):
+    # np=1 with one value and np=2 with the other do different work (or measure differently)
+    # per step: no like-for-like group; with the same value on both they form one.
+    runs = pd.DataFrame({"np": [1, 2], "batch_size": [32, 32], column: values})
+    assert scaling.scaling_groups(runs) == []
+    same = runs.assign(**{column: [values[0]] * 2})
+    assert [sorted(g["np"]) for _, g in scaling.scaling_groups(same)] == [[1, 2]]
+
+
 def test_findings_state_numbers(seed004):
     lines = scaling.scaling_findings(seed004.reset_index())
     text = "\n".join(lines)

@@ -548,8 +548,13 @@ GROUP_KEYS = (
     "epochs",
     "fusion_threshold_mb",
     "cycle_time_ms",
+    "cache_capacity",
+    "compression",
+    "backward_passes_per_step",
+    "data",
     "autotune",
     "timeline",
+    "mpi_profile",
 )
 
 
