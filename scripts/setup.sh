@@ -80,7 +80,8 @@ pick_python() {
 }
 
 # 2. System packages: Open MPI, a C++ compiler, cmake, Python's venv and headers when missing
-#    (and Chromium for the browser test).
+#    (and Chromium for the browser test; as root also openssh-server and iproute2 for the
+#    emulated cluster).
 step "system packages"
 apt_packages=()
 command -v mpicc >/dev/null || apt_packages+=(libopenmpi-dev)
@@ -101,6 +102,11 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyth
 fi
 if [[ $WITH_TEST == 1 ]]; then
     command -v chromium >/dev/null || apt_packages+=(chromium)
+fi
+# The emulated cluster (`workshop cluster`, root only): an sshd per node, namespaces and tc links.
+if [[ $(id -u) == 0 ]]; then
+    [[ -x /usr/sbin/sshd ]] || apt_packages+=(openssh-server)
+    { command -v ip && command -v tc; } >/dev/null || apt_packages+=(iproute2)
 fi
 if ((${#apt_packages[@]})); then
     if [[ $(id -u) == 0 ]]; then
