@@ -1,0 +1,670 @@
+"""Lesson 09, the capstone: diagnose a run. Recorded real runs, each with a problem the learner
+is not told, the numbers that give each problem away, and the fixed runs that show the gain.
+
+Every case is a folder ``data/capstone/<case>/`` with::
+
+    broken/                    the run to diagnose (workshop run directory, timeline.json with
+                               cycle marks, logs, run.json, metrics.jsonl)
+    fixed/                     the same run with the fix (timeline too)
+    repeats/broken-N, fixed-N  5 rounds without a timeline, broken and fixed back to back in
+                               alternating order, for the gain and its spread
+    provenance.json            every command, the fault injected, host, versions, load
+    README.md                  what is there (its commands give the answer away)
+
+Re-record a case (about 6 minutes on 2 cores, 12 runs)::
+
+    flock /tmp/workshop-cpu.lock python -m workshop.lessons.capstone CASE [--replace]
+
+In the notebook::
+
+    case = capstone.load("case-1")
+    key = capstone.answer_key(case)         # computed from the files; it never prints itself
+    capstone.parts(answer, key)             # which of problem / evidence / fix is right
+    exercises.check("09.1", answer, expected=key.expected, rel_tol=key.rel_tol, hints=...)
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import math
+import numbers
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workshop.paths import data_dir, data_path
+
+FOLDER = "capstone"
+LOCK_FILE = "/tmp/workshop-cpu.lock"
+REPEATS = 5
+#: What every run of every case shares: 2 ranks, PyTorch, MNIST's offline subset, 3 short
+#: epochs, Gloo. The response cache is off in every run (broken and fixed alike) so that the
+#: timeline has every rank's readiness tick at every step, not only at the first one.
+COMMON = (
+    "-np", "2", "--framework", "torch", "--data", "subset", "--controller", "gloo",
+    "--epochs", "3", "--steps-per-epoch", "40", "--cache-capacity", "0", "--quiet",
+)  # fmt: skip
+#: The diagnosis runs also mark the background cycles in their timeline.
+TIMELINE = ("--mark-cycles",)
+#: Where the straggler case puts its ranks and the competing busy process.
+RANK_CORES = {0: 0, 1: 1}
+HOG_CORE = 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One diagnosis the learner can choose, with the number that is its evidence."""
+
+    title: str
+    evidence: str
+    fix: str  # the key of FIXES that cures it
+
+
+#: The diagnoses offered, by letter (the notebook lists them in this order); two of them
+#: (a, f) have no case: they are there to be ruled out.
+PROBLEMS: dict[str, Problem] = {
+    "a": Problem(
+        "the input pipeline is slow: the steps wait for data",
+        "the share of each step with no Horovod activity at all",
+        "d",
+    ),
+    "b": Problem(
+        "tensor fusion is off: every gradient is reduced on its own",
+        "gradient allreduce responses per training step",
+        "e",
+    ),
+    "c": Problem(
+        "one rank is slower than the other (a straggler) and the other waits for it",
+        "the mean lateness of the latest rank behind the first one ready, over the "
+        "gradients' negotiations, in ms",
+        "f",
+    ),
+    "d": Problem(
+        "Horovod's background thread cycles too slowly",
+        "the median time between background cycle starts, in ms",
+        "c",
+    ),
+    "e": Problem(
+        "the learning rate is not scaled to the global batch",
+        "the learning rate used divided by the one linear scaling gives",
+        "a",
+    ),
+    "f": Problem(
+        "the ranks' compute threads oversubscribe the CPU cores",
+        "compute threads per core: every rank's compute threads together, per core",
+        "b",
+    ),
+}
+#: The fixes offered, by letter.
+FIXES: dict[str, str] = {
+    "a": "scale the learning rate with the global batch (--lr-scaling linear)",
+    "b": "one compute thread per core: threads per rank = cores / ranks on the node",
+    "c": "set the cycle time back to Horovod's default (HOROVOD_CYCLE_TIME=1, in ms)",
+    "d": "load the data in background workers and prefetch the next batch",
+    "e": "set the fusion threshold back to Horovod's default (HOROVOD_FUSION_THRESHOLD, 128 MB)",
+    "f": "give every rank a core of its own: move the competing work off the ranks' cores",
+    "g": "double the batch size per worker",
+}
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """How a case is recorded: the options of its broken and fixed runs.
+
+    Attributes:
+        problem: the letter of :data:`PROBLEMS` that the broken run has.
+        broken, fixed: ``workshop run`` options added to :data:`COMMON`.
+        measure: what the fix should improve: ``samples_per_s`` (the training throughput of
+            the epochs after the first) or ``test_accuracy`` (after the last epoch).
+        straggler: the ranks are bound to :data:`RANK_CORES` in both runs, and the broken run
+            shares rank 1's core with a busy process (:data:`HOG_CORE`).
+    """
+
+    problem: str
+    broken: tuple[str, ...]
+    fixed: tuple[str, ...]
+    measure: str = "samples_per_s"
+    straggler: bool = False
+
+
+CASES: dict[str, CaseSpec] = {
+    "case-1": CaseSpec("c", (), (), straggler=True),
+    "case-2": CaseSpec(
+        "e",
+        ("--batch-size", "128", "--base-batch-size", "32", "--lr-scaling", "none"),
+        ("--batch-size", "128", "--base-batch-size", "32", "--lr-scaling", "linear"),
+        "test_accuracy",
+    ),
+    "case-3": CaseSpec("b", ("--fusion-threshold-mb", "0"), ("--fusion-threshold-mb", "128")),
+    "case-4": CaseSpec("d", ("--cycle-time-ms", "50"), ("--cycle-time-ms", "1")),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording
+
+
+def _under_cpu_lock() -> bool:
+    """True when another process holds the machine-wide CPU lock (our ``flock`` parent)."""
+    with open(LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def run_command(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, timeline: bool):
+    """The ``workshop run`` command line of one run of a case."""
+    options = spec.broken if variant == "broken" else spec.fixed
+    command = ["workshop", "run", *COMMON, *options, "--seed", str(seed)]
+    command += list(TIMELINE) if timeline else ["--no-timeline"]
+    return command + ["--out", str(out), "--name", name]
+
+
+def _rank_pids(run_dir: Path) -> dict[int, int]:
+    """rank -> pid of the training processes that write into ``run_dir`` (from /proc)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = [a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0")]
+            if "workshop.train.torch_train" not in argv or "--run-dir" not in argv:
+                continue
+            where = Path(os.readlink(proc / "cwd")) / argv[argv.index("--run-dir") + 1]
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        ranks = [e.split(b"=", 1)[1] for e in env if e.startswith(b"HOROVOD_RANK=")]
+        if where.resolve() == run_dir.resolve() and ranks and ranks[0].isdigit():
+            found[int(ranks[0])] = int(proc.name)
+    return found
+
+
+def _bind(pid: int, core: int) -> None:
+    """Bind every thread of ``pid`` to ``core`` (threads started later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            os.sched_setaffinity(int(task.name), {core})
+        except (OSError, ValueError):
+            pass
+
+
+@contextmanager
+def _straggler(run_dir: Path, hog: bool):
+    """While the block runs: bind each rank of the run in ``run_dir`` to its core of
+    :data:`RANK_CORES` (as ``mpirun --bind-to core`` would) and, if ``hog``, keep a busy
+    process on :data:`HOG_CORE`. Yields a dict that ends up holding what was done."""
+    done = {"rank_cores": {}, "hog_core": HOG_CORE if hog else None}
+    stop = threading.Event()
+
+    def binder() -> None:
+        while not stop.is_set():
+            for rank, pid in _rank_pids(run_dir).items():
+                _bind(pid, RANK_CORES[rank])
+                done["rank_cores"][str(rank)] = RANK_CORES[rank]
+            stop.wait(0.1)
+
+    busy = None
+    if hog:
+        code = f"import os\nos.sched_setaffinity(0, {{{HOG_CORE}}})\nwhile True:\n    pass\n"
+        busy = subprocess.Popen([sys.executable, "-c", code])
+    thread = threading.Thread(target=binder, daemon=True)
+    thread.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        thread.join()
+        if busy is not None:
+            busy.terminate()
+            busy.wait()
+
+
+def _record_run(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, timeline: bool):
+    command = run_command(spec, variant, out, name, seed, timeline)
+    load_before = list(os.getloadavg())
+    started = time.time()
+    guard = _straggler(out / name, variant == "broken") if spec.straggler else nullcontext({})
+    with guard as injected:
+        finished = subprocess.run(
+            [sys.executable, "-m", "workshop.cli", *command[1:]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+    if finished.returncode:
+        raise RuntimeError(
+            f"{' '.join(command)} exited with {finished.returncode}:\n{finished.stdout}"
+        )
+    seconds = round(time.time() - started, 2)
+    print(f"{out / name}: {seconds:.1f} s", flush=True)
+    record = {
+        "name": name,
+        "variant": variant,
+        "seed": seed,
+        "timeline": timeline,
+        "command": command,
+        "seconds": seconds,
+        "loadavg_before": load_before,
+        "loadavg_after": list(os.getloadavg()),
+    }
+    if spec.straggler:
+        record["straggler"] = injected
+    return record
+
+
+def plan(repeats: int) -> list[tuple[str, str, int, bool]]:
+    """(variant, name, seed, timeline) of a case's runs: the two diagnosis runs, then
+    ``repeats`` rounds of one broken and one fixed run, the order alternating per round
+    (broken-1, fixed-1, fixed-2, broken-2, broken-3, ...), seed 42 + round."""
+    runs = [("broken", "broken", 42, True), ("fixed", "fixed", 42, True)]
+    for i in range(1, repeats + 1):
+        pair = [("broken", f"repeats/broken-{i}"), ("fixed", f"repeats/fixed-{i}")]
+        for variant, name in pair if i % 2 else pair[::-1]:
+            runs.append((variant, name, 42 + i, False))
+    return runs
+
+
+def record_case(case: str, root: Path, *, repeats: int = REPEATS, replace: bool = False) -> Path:
+    """Record the case ``case`` of :data:`CASES` into ``root/case`` (real runs).
+
+    Raises:
+        FileExistsError: the folder exists and ``replace`` is False.
+    """
+    from workshop.launch.run import provenance
+
+    spec = CASES[case]
+    folder = root / case
+    if folder.exists():
+        if not replace:
+            raise FileExistsError(f"{folder} exists: pass --replace to record it again")
+        shutil.rmtree(folder)
+    (folder / "repeats").mkdir(parents=True)
+    # commands name the folder as seen from here (data/capstone/... from the repository)
+    inside = folder.resolve().is_relative_to(Path.cwd())
+    where = Path(os.path.relpath(folder)) if inside else folder
+    recorded_at = datetime.now(UTC).isoformat(timespec="seconds")
+    runs = [
+        _record_run(spec, variant, where, name, seed, timeline)
+        for variant, name, seed, timeline in plan(repeats)
+    ]
+    injected = {
+        "problem": spec.problem,
+        "title": PROBLEMS[spec.problem].title,
+        "fix": PROBLEMS[spec.problem].fix,
+        "broken_options": list(spec.broken),
+        "fixed_options": list(spec.fixed),
+        "measure": spec.measure,
+    }
+    if spec.straggler:
+        injected["how"] = (
+            f"both runs: every thread of rank r bound to core RANK_CORES[r] {RANK_CORES} "
+            f"(os.sched_setaffinity, every 0.1 s); broken runs only: a busy Python loop "
+            f"bound to core {HOG_CORE} for the whole run"
+        )
+    payload = {
+        "case": case,
+        "injected": injected,
+        "recorded_at": recorded_at,
+        "under_cpu_lock": _under_cpu_lock(),
+        "runs": runs,
+        "recorder": f"flock {LOCK_FILE} python -m workshop.lessons.capstone {case}",
+        **provenance(),
+    }
+    (folder / "provenance.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (folder / "README.md").write_text(_readme(case, payload))
+    return folder
+
+
+def _readme(case: str, payload: dict) -> str:
+    host, versions = payload["host"], payload["versions"]
+    lines = [
+        f"# Capstone {case}: recorded runs to diagnose (lesson 09)",
+        "",
+        f"Real runs of `workshop run`, recorded by `{payload['recorder']}` on "
+        f"{payload['recorded_at']}: {host['cpu']}, {host['cores']} cores, "
+        f"{host['memory_gb']} GB; Python {versions['python']}, torch {versions['torch']}, "
+        f"Horovod {versions['horovod']}, {versions['mpi']}. Nothing here was edited after the "
+        "run; `provenance.json` has every command, the load average before and after each "
+        "run, and the fault that was injected.",
+        "",
+        "- `broken/`: the run to diagnose (timeline with cycle marks, metrics, logs, run.json);",
+        "- `fixed/`: the same run with the fix (timeline too);",
+        "- `repeats/`: one broken and one fixed run per round without a timeline, the order "
+        "alternating per round, seed 42 + round, for the gain and its spread.",
+        "",
+        "**Spoiler**: below, the fault and the commands name the problem. Diagnose from the "
+        "files first.",
+        "",
+        f"Fault: {payload['injected']['title']}.",
+    ]
+    if "how" in payload["injected"]:
+        lines.append(f"Injected: {payload['injected']['how']}.")
+    lines += ["", *[f"    {' '.join(run['command'])}" for run in payload["runs"][:2]]]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a case and computing its numbers
+
+
+def menu() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The diagnoses (with the evidence number each one asks for) and the fixes on offer, as
+    two tables indexed by letter."""
+    problems = pd.DataFrame(
+        [(k, p.title, p.evidence) for k, p in PROBLEMS.items()],
+        columns=["problem", "diagnosis", "evidence number to report"],
+    ).set_index("problem")
+    fixes = pd.DataFrame(list(FIXES.items()), columns=["fix", "what to change"])
+    return problems, fixes.set_index("fix")
+
+
+@dataclass
+class Case:
+    """A recorded case: its folder, provenance, and the two diagnosis runs."""
+
+    name: str
+    folder: Path
+    provenance: dict
+
+    @property
+    def broken(self) -> Path:
+        return self.folder / "broken"
+
+    @property
+    def fixed(self) -> Path:
+        return self.folder / "fixed"
+
+    def __repr__(self) -> str:  # the provenance names the problem: do not show it
+        return f"Case({self.name!r}, {str(self.folder)!r})"
+
+
+def load(case: str, root: Path | str | None = None) -> Case:
+    """The recorded case ``case`` (e.g. ``"case-1"``) from ``root`` (default:
+    ``data/capstone/``).
+
+    Raises:
+        FileNotFoundError: the folder or its provenance.json is missing (names the path).
+        ValueError: provenance.json is not valid JSON, or names no injected problem.
+    """
+    folder = Path(root) / case if root else data_path(FOLDER, case)
+    path = folder / "provenance.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; record it with python -m {__name__} {case}")
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    if record.get("injected", {}).get("problem") not in EVIDENCE:
+        raise ValueError(f"{path}: 'injected.problem' must be one of {', '.join(EVIDENCE)}")
+    return Case(case, folder, record)
+
+
+def responses_per_step(run_dir: Path | str) -> float:
+    """Gradient allreduce responses per training step: responses (fusion groups) that carry
+    a gradient, divided by the training steps (``analysis.step_starts``)."""
+    from workshop import analysis, io
+
+    tl = io.read_timeline(run_dir)
+    grads = set(analysis.gradient_tensors(tl.spans))
+    groups = analysis.fusion_groups(tl.spans)
+    carries = groups["names"].map(lambda names: bool(grads & set(names.split(";"))))
+    return float(carries.sum() / len(analysis.step_starts(tl.spans)))
+
+
+def gradient_ticks(run_dir: Path | str) -> pd.DataFrame:
+    """The readiness ticks (``Timeline.ticks``) of the gradients' negotiations: start-up's
+    broadcasts and the metrics' allreduces left out."""
+    from workshop import analysis, io
+
+    tl = io.read_timeline(run_dir)
+    return tl.ticks[tl.ticks["tensor"].astype(str).isin(analysis.gradient_tensors(tl.spans))]
+
+
+def straggler_lateness_ms(run_dir: Path | str) -> float:
+    """The mean lateness of the latest rank over the gradients' negotiations, in ms: behind
+    the first rank ready, 0 where it was first (``analysis.stragglers`` on
+    :func:`gradient_ticks`)."""
+    from workshop import analysis
+
+    return float(analysis.stragglers(gradient_ticks(run_dir))["mean_lateness_us"].max() / 1e3)
+
+
+def cycle_interval_ms(run_dir: Path | str) -> float:
+    """The median time between the starts of consecutive background cycles, in ms (the
+    timeline's ``CYCLE_START`` marks, ``--mark-cycles``)."""
+    from workshop import io
+
+    cycles = io.read_timeline(run_dir).cycles
+    if len(cycles) < 2:
+        raise ValueError(f"{run_dir}: the timeline has no cycle marks (record with --mark-cycles)")
+    return float(np.median(np.diff(cycles["start_us"].to_numpy())) / 1e3)
+
+
+def lr_ratio(run_dir: Path | str) -> float:
+    """The learning rate the run used (its last epoch, metrics.jsonl) divided by the one the
+    linear scaling rule gives for its global batch (run.json's configuration)."""
+    from workshop.io.runs import read_metrics, read_run
+    from workshop.rules import scaled_lr
+
+    config = read_run(run_dir)["config"]
+    passes = config.get("backward_passes_per_step") or 1
+    base = config["base_batch_size"] or config["batch_size"] * passes
+    linear = scaled_lr(config["lr"], config["batch_size"] * passes * config["np"], base, "linear")
+    return float(read_metrics(run_dir)["lr"].iloc[-1] / linear)
+
+
+#: The evidence number of each problem that has a case, from a run directory.
+EVIDENCE = {
+    "b": responses_per_step,
+    "c": straggler_lateness_ms,
+    "d": cycle_interval_ms,
+    "e": lr_ratio,
+}
+
+
+@dataclass(frozen=True)
+class AnswerKey:
+    """What a diagnosis of a case must say: ``expected`` is (problem, evidence, fix)."""
+
+    problem: str
+    evidence: float
+    fix: str
+    rel_tol: float = 0.15
+
+    @property
+    def expected(self) -> tuple[str, float, str]:
+        return (self.problem, self.evidence, self.fix)
+
+    def __repr__(self) -> str:  # displaying the key in a notebook must not give it away
+        return "AnswerKey(hidden: use capstone.parts and exercises.check)"
+
+
+def answer_key(case: Case) -> AnswerKey:
+    """The right diagnosis of ``case``, computed from its files: the problem injected
+    (provenance.json), its evidence number measured on the broken run, and its fix."""
+    problem = case.provenance["injected"]["problem"]
+    return AnswerKey(problem, EVIDENCE[problem](case.broken), PROBLEMS[problem].fix)
+
+
+def evidence_table(case: Case) -> pd.DataFrame:
+    """Every evidence number of :data:`EVIDENCE` on the broken and the fixed run of ``case``.
+
+    Returns:
+        One row per problem letter: ``problem``, ``evidence`` (what is measured),
+        ``broken``, ``fixed`` (the number on each run).
+    """
+    rows = [
+        {
+            "problem": letter,
+            "evidence": PROBLEMS[letter].evidence,
+            "broken": measure(case.broken),
+            "fixed": measure(case.fixed),
+        }
+        for letter, measure in EVIDENCE.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def _same(given, wanted, rel_tol: float) -> bool:
+    """A letter matches ignoring case, spaces and brackets ("(b)" is "b"); a number within
+    ``rel_tol``."""
+    if isinstance(wanted, str):
+        return isinstance(given, str) and given.strip().strip("().").strip().lower() == wanted
+    if isinstance(given, bool) or not isinstance(given, numbers.Real) or math.isnan(given):
+        return False
+    return math.isclose(float(given), wanted, rel_tol=rel_tol)
+
+
+def parts(answer, key: AnswerKey) -> dict[str, bool] | None:
+    """Print which parts of a diagnosis ``(problem, evidence, fix)`` are right, never the
+    right values; None (and nothing printed) while the answer is None.
+
+    Raises:
+        TypeError: the answer is not a (problem letter, number, fix letter) tuple.
+    """
+    if answer is None:
+        return None
+    if not isinstance(answer, (tuple, list)) or len(answer) != 3:
+        raise TypeError(
+            f"a diagnosis is (problem letter, evidence number, fix letter), e.g. "
+            f"('x', 1.5, 'y'); got {answer!r}"
+        )
+    names = ("problem", "evidence", "fix")
+    verdicts = {
+        name: _same(given, wanted, key.rel_tol)
+        for name, given, wanted in zip(names, answer, key.expected, strict=True)
+    }
+    print(" · ".join(f"{name}: {'right' if ok else 'not yet'}" for name, ok in verdicts.items()))
+    return verdicts
+
+
+def steady_samples_per_s(run_dir: Path | str) -> float:
+    """Training throughput after the first epoch (start-up and warm-up left out): samples of
+    epochs 2.. divided by their training time (metrics.jsonl)."""
+    from workshop.io.runs import read_metrics
+
+    later = read_metrics(run_dir).iloc[1:]
+    if later.empty:
+        raise ValueError(f"{run_dir}: needs >= 2 epochs for a steady throughput")
+    return float(later["samples"].sum() / later["train_time_s"].sum())
+
+
+def final_test_accuracy(run_dir: Path | str) -> float:
+    """The test accuracy after the last epoch (metrics.jsonl)."""
+    from workshop.io.runs import read_metrics
+
+    return float(read_metrics(run_dir)["test_accuracy"].iloc[-1])
+
+
+MEASURES = {"samples_per_s": steady_samples_per_s, "test_accuracy": final_test_accuracy}
+
+
+def repeat_runs(case: Case) -> pd.DataFrame:
+    """The repeats of a case, one row per run: ``round``, ``variant`` (broken / fixed),
+    ``seed``, ``position`` (1: first of its round), and the case's measure (``samples_per_s``
+    or ``test_accuracy``, named by ``attrs["measure"]``)."""
+    measure = case.provenance["injected"]["measure"]
+    rows, position = [], {}
+    for run in case.provenance["runs"]:
+        if not run["name"].startswith("repeats/"):
+            continue
+        repeat = int(run["name"].rsplit("-", 1)[1])
+        position[repeat] = position.get(repeat, 0) + 1
+        rows.append(
+            {
+                "round": repeat,
+                "variant": run["variant"],
+                "seed": run["seed"],
+                "position": position[repeat],
+                measure: MEASURES[measure](case.folder / run["name"]),
+            }
+        )
+    table = pd.DataFrame(rows)
+    table.attrs["measure"] = measure
+    return table
+
+
+def gains(case: Case) -> pd.DataFrame:
+    """Broken against fixed per round of repeats.
+
+    Returns:
+        One row per round: ``round``, ``seed``, ``broken``, ``fixed`` (the case's measure),
+        ``gain`` (fixed / broken); ``attrs["measure"]`` names the measure.
+    """
+    runs = repeat_runs(case)
+    measure = runs.attrs["measure"]
+    table = runs.pivot_table(index=["round", "seed"], columns="variant", values=measure)
+    table = table.reset_index()[["round", "seed", "broken", "fixed"]]
+    table.columns.name = None
+    table["gain"] = table["fixed"] / table["broken"]
+    table.attrs["measure"] = measure
+    return table
+
+
+def gain_summary(case: Case) -> dict[str, object]:
+    """The gain of a case's fix over its rounds, against the noise.
+
+    Returns:
+        ``measure``; ``rounds``; ``min``, ``median``, ``max`` of the per-round gain (fixed /
+        broken); ``verdict``: ``"fixed ahead in every round"``, ``"fixed behind in every
+        round"`` or ``"within the noise"`` (rounds on both sides of 1); ``noise``: the
+        broken runs' own spread over the rounds (largest / smallest); ``single_run_gain``:
+        the two diagnosis runs' fixed / broken (one run each).
+    """
+    table = gains(case)
+    measure = table.attrs["measure"]
+    if table["gain"].min() > 1:
+        verdict = "fixed ahead in every round"
+    elif table["gain"].max() < 1:
+        verdict = "fixed behind in every round"
+    else:
+        verdict = "within the noise"
+    single = MEASURES[measure](case.fixed) / MEASURES[measure](case.broken)
+    return {
+        "measure": measure,
+        "rounds": len(table),
+        "min": float(table["gain"].min()),
+        "median": float(table["gain"].median()),
+        "max": float(table["gain"].max()),
+        "verdict": verdict,
+        "noise": float(table["broken"].max() / table["broken"].min()),
+        "single_run_gain": float(single),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", help=f"some of {', '.join(CASES)} (default: all)")
+    parser.add_argument("--out", type=Path, default=data_dir() / FOLDER)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--replace", action="store_true", help="record existing cases again")
+    args = parser.parse_args(argv)
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; there are {', '.join(CASES)}")
+    if not _under_cpu_lock():
+        print(f"warning: not under flock {LOCK_FILE}; timings may be disturbed", flush=True)
+    for case in args.cases or list(CASES):
+        record_case(case, args.out, repeats=args.repeats, replace=args.replace)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
