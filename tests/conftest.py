@@ -12,6 +12,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -83,6 +84,15 @@ def horovod_ready():
     """Skip nothing silently: live tests fail loudly when Horovod is missing."""
     if not find_program("horovodrun"):
         pytest.fail("horovodrun not found: run `bash scripts/setup.sh --no-run` first")
+
+
+@pytest.fixture(scope="session")
+def mpi_tools():
+    """Open MPI's mpicc and mpirun (setup.sh installs them): a test that needs them fails loudly
+    when they are missing, it is not skipped."""
+    missing = [name for name in ("mpicc", "mpirun") if shutil.which(name) is None]
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} not found: run `bash scripts/setup.sh --no-run`")
 
 
 @pytest.fixture

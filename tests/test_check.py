@@ -95,6 +95,13 @@ def test_broadcast_after_the_first_step_holds_and_never_fails():
     r0[1] = step([A], [C, C], broadcasts=0)
     result = verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)])
     assert result.ok is False and "on 2 of 2 before step 2" in result.evidence
+    # Identical at step 2 with nothing broadcast (e.g. both ranks re-seeded and rebuilt the
+    # model after step 1): they matched by seed, not by a broadcast.
+    r0[1] = step([A], [C, C], broadcasts=0)
+    r1[1] = step([A], [C, C], broadcasts=0)
+    result = verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)])
+    assert result.ok is False
+    assert "on 0 of 2 before step 2; 0 tensors were broadcast" in result.evidence
 
 
 def test_broadcast_cannot_judge_without_steps():

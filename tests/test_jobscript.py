@@ -9,7 +9,6 @@ import importlib.util
 import json
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -353,14 +352,6 @@ def test_output_file_is_written_executable_and_never_overwritten(
     assert main([*argv, "--force"]) == 0 and out.read_text().startswith("#!/bin/bash")
 
 
-def _horovod_ready() -> bool:
-    try:
-        import horovod.torch as hvd  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which("mpirun") is not None
-
-
 def cobalt_nodefile(ranks_on_node: int) -> str:
     """This machine as Cobalt writes ``COBALT_NODEFILE``: the node's host name, one line per node.
     Open MPI 5's mpirun (PRRTE) sees ``COBALT_JOBID`` and reads that file as a PBS nodefile, a
@@ -374,7 +365,7 @@ def cobalt_nodefile(ranks_on_node: int) -> str:
 
 
 @pytest.mark.live
-@pytest.mark.skipif(not _horovod_ready(), reason="needs Horovod and Open MPI")
+@pytest.mark.usefixtures("horovod_ready", "mpi_tools")
 def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
     """The ThetaGPU script, made for 2 CPU ranks on 1 node, run here with the real Open MPI
     mpirun (ThetaGPU's launcher) and a local nodefile: it must produce a normal run directory."""

@@ -7,6 +7,7 @@ import ast
 import difflib
 import json
 import math
+import sys
 
 import pytest
 
@@ -250,3 +251,29 @@ def test_ddp_and_horovod_train_the_same_model(cpu_lock, horovod_ready, tmp_path)
     hvd_run = lessons.epochs(lessons.horovodrun("hvd_torch_solution.py", 2, args).output)
     ddp_run = lessons.epochs(lessons.torchrun("ddp_torch.py", 2, args, cwd=tmp_path).output)
     assert (ddp_run.train_loss - hvd_run.train_loss).abs().max() < 1e-3, (hvd_run, ddp_run)
+
+
+def test_the_lesson_launcher_finds_this_environments_horovodrun_first(
+    tmp_path, monkeypatch, fake_program
+):
+    venv_bin, other_bin = tmp_path / "venv" / "bin", tmp_path / "elsewhere"
+    venv_bin.mkdir(parents=True)
+    other_bin.mkdir()
+    ours = fake_program(venv_bin / "horovodrun")
+    fake_program(other_bin / "horovodrun")
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    monkeypatch.setenv("PATH", str(other_bin))
+    assert lessons.horovodrun_path() == str(ours)
+    ours.unlink()
+    assert lessons.horovodrun_path() == str(other_bin / "horovodrun")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="Horovod is not installed here"):
+        lessons.horovodrun_path()
+
+
+def test_the_lesson_launcher_gives_tensorflow_the_keras_horovod_works_with():
+    # Without TF_USE_LEGACY_KERAS=1, TF >= 2.16 builds Keras 3 models that Horovod cannot
+    # broadcast ('Variable' object has no attribute 'ref'): lesson 02's Keras script fails.
+    env = lessons._environment()
+    assert env["TF_USE_LEGACY_KERAS"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1"

@@ -407,3 +407,27 @@ def test_inputs_are_checked_at_the_door() -> None:
         A.breakdown(tl.spans, by="rank")
     with pytest.raises(ValueError, match="bin_us must be positive"):
         A.evolution(tl.spans, bin_us=0)
+
+
+def test_negotiation_share_means_on_constructed_spans() -> None:
+    # 3 allreduce negotiations of 100, 200 and 600 us and 2 ops of 50 and 150 us; one allgather
+    # negotiation of 40 us and no allgather op.
+    rows = [("negotiate", "ALLREDUCE", d) for d in (100, 200, 600)]
+    rows += [("op", "ALLREDUCE", d) for d in (50, 150)] + [("negotiate", "ALLGATHER", 40)]
+    spans = pd.DataFrame(
+        {
+            "kind": pd.Categorical([k for k, _, _ in rows]),
+            "op": [o for _, o, _ in rows],
+            "dur_us": [d for _, _, d in rows],
+        }
+    )
+    for column in A.SPAN_COLUMNS:
+        if column not in spans:
+            spans[column] = 0
+    share = A.negotiation_share(spans).set_index("op")
+    assert share.loc["ALLREDUCE", "mean_negotiate_us"] == 300
+    assert share.loc["ALLREDUCE", "mean_processing_us"] == 100
+    assert share.loc["ALLREDUCE", "negotiation_share"] == pytest.approx(900 / 1100)
+    assert share.loc["ALLGATHER", "mean_negotiate_us"] == 40
+    assert np.isnan(share.loc["ALLGATHER", "mean_processing_us"])  # no op: no mean
+    assert share.loc["all", "mean_negotiate_us"] == pytest.approx(940 / 4)

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from workshop.launch.environment import find_program
+
 SCRIPTS_DIR = Path(__file__).resolve().parent / "first_program"
 
 #: The changes that make a serial script data-parallel, in teaching order: tag -> title.
@@ -346,10 +348,7 @@ def horovodrun_path() -> str:
     Raises:
         FileNotFoundError: Horovod is not installed.
     """
-    beside = Path(sys.executable).parent / "horovodrun"
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which("horovodrun")
+    found = find_program("horovodrun")
     if not found:
         raise FileNotFoundError(
             f"horovodrun is neither next to {sys.executable} nor on PATH: Horovod is not "
