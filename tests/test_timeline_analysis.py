@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import timeline as A
+from workshop.findings import timeline as F
 from workshop.io.timeline import Timeline, TimelineWarning, read_timeline
 from workshop.paths import data_path
 
@@ -305,7 +306,7 @@ def test_compare_overlap_uses_cycle_marks_where_there_are_some() -> None:
 
 def test_report_states_the_numbers() -> None:
     tl, _ = load("tl-torch-gloo-np2-cycles")
-    text = "\n".join(A.timeline_findings(tl))
+    text = "\n".join(F.timeline_findings(tl))
     share = A.negotiation_share(tl.spans).set_index("op").loc["all", "negotiation_share"]
     assert f"Negotiation takes {100 * share:.1f} %" in text
     assert "Library: Gloo." in text
@@ -315,7 +316,7 @@ def test_report_states_the_numbers() -> None:
     assert "only 34 of 512 negotiations have ticks" in text and "at start-up" in text
     assert "tensor time sums the spans of all tensors" in text
     assert "Allreduces against the backward pass" in text and "cycle-exact" in text
-    nocache = "\n".join(A.timeline_findings(load("tl-torch-gloo-np2-nocache")[0]))
+    nocache = "\n".join(F.timeline_findings(load("tl-torch-gloo-np2-nocache")[0]))
     assert "every negotiation has ticks" in nocache
 
 
@@ -329,7 +330,7 @@ def test_report_of_a_timeline_without_spans_is_a_list_of_lines(tmp_path: Path) -
         warnings.simplefilter("ignore", TimelineWarning)
         tl = read_timeline(cut)
     assert tl.spans.empty
-    findings = A.timeline_findings(tl)
+    findings = F.timeline_findings(tl)
     assert isinstance(findings, list)
     assert findings[-1] == "No negotiation or processing spans: nothing to diagnose."
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import timeline as A
+from workshop.findings import timeline as F
 from workshop.io.timeline import TimelineWarning, read_timeline
 from workshop.paths import data_path
 
@@ -62,7 +63,7 @@ def test_the_fusion_buffer_is_allocated_once_in_the_first_step(name: str) -> Non
 def test_the_report_names_them_in_seconds_and_ties_them_to_a_step() -> None:
     tl = recorded("tl-torch-gloo-np2")
     row = A.one_time_activities(tl.spans).iloc[0]
-    text = "\n".join(A.timeline_findings(tl))
+    text = "\n".join(F.timeline_findings(tl))
     assert "One-time activities" in text
     assert f"INIT_FUSION_BUFFER: {row['dur_us'] / 1e6:.4f} s" in text
     assert f"in step 0, which took {row['step_dur_us'] / 1e6:.4f} s" in text
@@ -74,7 +75,7 @@ def test_a_run_without_fusion_has_no_such_paragraph() -> None:
     # fusion threshold 0: no response fuses tensors, so no fusion buffer is ever allocated
     tl = recorded("tl-torch-gloo-np2-fusion0")
     assert A.one_time_activities(tl.spans).empty
-    assert "One-time activities" not in "\n".join(A.timeline_findings(tl))
+    assert "One-time activities" not in "\n".join(F.timeline_findings(tl))
 
 
 def with_activity(spans: pd.DataFrame, name: str, start_us: int, dur_us: int, tensors: list):
@@ -112,7 +113,7 @@ def test_init_nccl_in_the_first_step_and_a_repeat_after_a_threshold_change() -> 
     assert nccl["step"].item() == 0
     buffers = found[found["activity"] == "INIT_FUSION_BUFFER"]
     assert buffers["step"].tolist() == [0, 2]
-    text = "\n".join(A._one_time_lines(dataclasses.replace(tl, spans=spans)))
+    text = "\n".join(F._one_time_lines(dataclasses.replace(tl, spans=spans)))
     assert "INIT_NCCL: 4.3000 s" in text and "nccl_operations.cc:102" in text
     assert "No INIT_NCCL" not in text
 

@@ -98,7 +98,6 @@ from workshop.analysis.timeline import (  # noqa: F401
     overlap_by_step,
     step_starts,
     stragglers,
-    timeline_findings,
     timeline_summary,
 )
 from workshop.analysis.tuning import (  # noqa: F401

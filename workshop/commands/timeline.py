@@ -76,7 +76,7 @@ def _read(path: str, *, summary: bool = False) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from workshop.analysis.timeline import timeline_findings
+    from workshop.findings import timeline_findings
 
     tl = _read(args.file)
     if tl is None:
