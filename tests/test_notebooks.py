@@ -170,8 +170,13 @@ class Run:
     run: NotebookRun
 
     def records(self) -> dict[str, dict]:
-        """Exercise id -> the learner's check as logged (expected value, tolerances, hints)."""
-        return {e["exercise"]: e for e in self.events if e["event"] == "check"}
+        """Exercise id -> the learner's check as logged (expected value, tolerances, hints):
+        the first check of each exercise (the check cell; a solution does not repeat it)."""
+        records = {}
+        for event in self.events:
+            if event["event"] == "check":
+                records.setdefault(event["exercise"], event)
+        return records
 
 
 ANSWERS_CELL = """\
