@@ -319,10 +319,14 @@ def test_max_param_diff():
         est.max_param_diff(a, {"w": np.zeros(3)})
 
 
-@pytest.mark.parametrize("module", [est, demo], ids=["analysis", "launch"])
-def test_docstring_examples(module):
-    result = doctest.testmod(module)
-    assert result.attempted > 0 and result.failed == 0
+@pytest.mark.parametrize(
+    "modules",
+    [(est.layers, est.choice, est.exchange, est.demos), (demo,)],
+    ids=["analysis", "launch"],
+)
+def test_docstring_examples(modules):
+    results = [doctest.testmod(module) for module in modules]
+    assert sum(r.attempted for r in results) > 0 and sum(r.failed for r in results) == 0
 
 
 # --------------------------------------------------------------------------------------------
