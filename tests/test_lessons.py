@@ -12,7 +12,9 @@ import sys
 import pytest
 
 from workshop import lessons
+from workshop.lessons import edits as lesson_edits
 from workshop.lessons import keras_probe, recording
+from workshop.lessons import scripts as lesson_scripts
 from workshop.paths import data_path
 from workshop.train.common import lr_at
 
@@ -74,8 +76,8 @@ def test_unmarked_change_is_an_error_naming_file_and_line(tmp_path):
 def test_skeleton_is_the_serial_script_plus_todo_comments(skeleton):
     solution = SKELETONS[skeleton]
     serial = lessons.SERIAL_OF[skeleton]
-    old = lessons._body(lessons.script_path(serial))[0]
-    new = lessons._body(lessons.script_path(skeleton))[0]
+    old = lesson_edits._body(lessons.script_path(serial))[0]
+    new = lesson_edits._body(lessons.script_path(skeleton))[0]
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         assert op in ("equal", "insert"), (op, old[i1:i2], new[j1:j2])
@@ -274,6 +276,6 @@ def test_the_lesson_launcher_finds_this_environments_horovodrun_first(
 def test_the_lesson_launcher_gives_tensorflow_the_keras_horovod_works_with():
     # Without TF_USE_LEGACY_KERAS=1, TF >= 2.16 builds Keras 3 models that Horovod cannot
     # broadcast ('Variable' object has no attribute 'ref'): lesson 02's Keras script fails.
-    env = lessons._environment()
+    env = lesson_scripts._environment()
     assert env["TF_USE_LEGACY_KERAS"] == "1"
     assert env["PYTHONUNBUFFERED"] == "1"

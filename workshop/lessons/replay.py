@@ -1,0 +1,130 @@
+"""A lesson's live run or its recording: run (or replay) a learner script, ``workshop check`` it
+(or replay the check), and the Keras probe's verdicts.
+
+What lesson 02 teaches with them: see :mod:`workshop.lessons`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from workshop.lessons.edits import script_path
+from workshop.lessons.scripts import Launch
+
+__all__ = [
+    "CHECK_ARGS",
+    "check_or_replay",
+    "keras_pieces",
+    "run_check",
+    "run_or_replay",
+    "work_dir",
+]
+
+
+def run_or_replay(name: str, live: bool, *, work_dir: str | os.PathLike = ".") -> Launch:
+    """A run of :data:`workshop.lessons.recording.RUNS`: for real when ``live`` (checkpoints
+    in ``work_dir/checkpoints``), else its recording, with a line saying which."""
+    from workshop.lessons import recording
+
+    if live:
+        ckpt = Path(work_dir) / "checkpoints"
+        ckpt.mkdir(parents=True, exist_ok=True)
+        run = recording.run(name, ckpt)
+        print(f"ran {name} here: $ {' '.join(run.command)}  ({run.seconds:.1f} s)")
+        return run
+    found = recording.recorded(name)
+    print(
+        f"replaying the recording {name} ({found['np']} process(es), {found['recorded_at']}, "
+        f"{found['host']['cpu']}, {found['host']['cores']} cores):\n"
+        f"$ {found['launcher']} {found['script']} "
+        f"{' '.join(found['args']).replace('{ckpt}', 'CHECKPOINT_DIR')}"
+    )
+    return Launch(found["command"], found["returncode"], found["output"], found["seconds"])
+
+
+#: The arguments ``workshop check`` runs a lesson script with ("{ckpt}": a fresh folder): the
+#: script's defaults (2 epochs, a warmup of 1 epoch in the solution), 10 steps per epoch to
+#: keep it short, and a checkpoint folder so that the saves can be judged.
+CHECK_ARGS = {
+    "check_skeleton": ("hvd_torch_skeleton.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
+    "check_solution": ("hvd_torch_solution.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
+}
+
+
+def work_dir(folder: str | os.PathLike = "") -> Path:
+    """The learner's folder for this lesson: ``folder``, or ``runs/my-first-horovod`` (under
+    ``$WORKSHOP_RUNS`` when set) when empty."""
+    from workshop.paths import runs_dir
+
+    return Path(folder) if folder else runs_dir() / "my-first-horovod"
+
+
+def run_check(name: str, script: str | os.PathLike = ""):
+    """Run ``workshop check`` as :data:`CHECK_ARGS` ``name`` says, on ``script`` if given (a
+    learner's file) else on the shipped script; returns the ``check.Report``."""
+    import tempfile
+
+    from workshop import check
+
+    shipped, args = CHECK_ARGS[name]
+    path = Path(script) if script else script_path(shipped)
+    with tempfile.TemporaryDirectory() as ckpt:
+        args = tuple(a.replace("{ckpt}", ckpt) for a in args)
+        return check.check_script(path, np=2, framework="torch", args=args)
+
+
+def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
+    """``workshop check`` for real when ``live`` (see :func:`run_check`), else the recorded
+    report ``name`` (``check_skeleton`` or ``check_solution``), as a ``check.Report``."""
+    from workshop.check import Check, Report
+    from workshop.lessons import recording
+
+    if live:
+        return run_check(name, script)
+    found = recording.recorded(name)
+    report = found["report"]
+    checks = {
+        key: Check(value["ok"], value["evidence"]) for key, value in report["checks"].items()
+    }
+    args = " ".join(found["args"]).replace("{ckpt}", "CHECKPOINT_DIR")
+    print(
+        f"replaying `workshop check` of {Path(report['script']).name} ({args}), "
+        f"recorded {found['recorded_at']}"
+    )
+    return Report(
+        report["script"],
+        report["np"],
+        report["framework"],
+        checks,
+        report["exit_code"],
+        report["seconds"],
+        report["error"],
+    )
+
+
+def keras_pieces(live: bool) -> pd.DataFrame:
+    """Which of Horovod's Keras pieces work here (see :mod:`workshop.lessons.keras_probe`):
+    probed for real when ``live`` (about a minute), else the recording.
+
+    Returns:
+        DataFrame ``piece``, ``source`` (``horovod`` or the lesson's replacement),
+        ``works``, ``evidence``, ``error``, ``seeded_weights_equal`` (whether
+        ``tf.random.set_seed(0)`` gave both ranks the same initial weights in that run).
+    """
+    from workshop.lessons import keras_probe, recording
+
+    if live:
+        pieces = keras_probe.probe()
+    else:
+        found = recording.recorded("keras_pieces")
+        print(
+            f"replaying the Keras probe recorded {found['recorded_at']} with horovod "
+            f"{found['versions']['horovod']}, tensorflow {found['versions']['tensorflow']}, "
+            f"tf-keras {found['versions']['tf_keras']}"
+        )
+        pieces = found["pieces"]
+    columns = ["piece", "source", "works", "evidence", "error", "seeded_weights_equal"]
+    return pd.DataFrame(pieces)[columns]

@@ -1,0 +1,210 @@
+"""Launching a learner's script: horovodrun, python and torchrun with this environment's
+programs, the output kept, the epoch lines read back.
+
+What lesson 02 teaches with them: see :mod:`workshop.lessons`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from workshop.launch.environment import find_program
+from workshop.lessons.edits import EPOCH_LINE, script_path
+
+__all__ = [
+    "Launch",
+    "LaunchError",
+    "NOISE",
+    "epochs",
+    "horovodrun",
+    "horovodrun_path",
+    "python",
+    "torchrun",
+]
+
+
+@dataclass
+class Launch:
+    """A finished run of a lesson script: the command, exit code, output and wall time."""
+
+    command: list[str]
+    returncode: int
+    output: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class LaunchError(RuntimeError):
+    """A lesson script failed; the message holds the end of its output."""
+
+
+def horovodrun_path() -> str:
+    """``horovodrun`` of this Python's environment, else the one on PATH.
+
+    Raises:
+        FileNotFoundError: Horovod is not installed.
+    """
+    found = find_program("horovodrun")
+    if not found:
+        raise FileNotFoundError(
+            f"horovodrun is neither next to {sys.executable} nor on PATH: Horovod is not "
+            "installed here (bash scripts/setup.sh builds it)"
+        )
+    return found
+
+
+def _environment() -> dict[str, str]:
+    env = os.environ | {
+        "PYTHONUNBUFFERED": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "TF_USE_LEGACY_KERAS": "1",
+    }
+    if os.geteuid() == 0:
+        # Open MPI refuses to start as root without these (containers, Binder, CI).
+        env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    return env
+
+
+# TensorFlow's C++ start-up chatter (horovodrun imports TensorFlow too): not for learners.
+NOISE = re.compile(
+    r"^(?:\S+<std\w+>:)?(?:[IWE]\d{4} |WARNING: All log messages|"
+    r"To enable the following instructions)"
+)
+
+
+def _run(command: list[str], timeout_s: float, cwd: str | os.PathLike | None) -> Launch:
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command,
+            env=_environment(),
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stdout or b"")[-3000:]
+        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+        raise LaunchError(
+            f"{' '.join(command)} ran past {timeout_s:g} s; last output:\n{tail}"
+        ) from exc
+    lines = (done.stdout + done.stderr).splitlines()
+    output = "\n".join(line for line in lines if not NOISE.search(line))
+    run = Launch(command, done.returncode, output, time.perf_counter() - start)
+    if not run.ok:
+        raise LaunchError(
+            f"{' '.join(command)} exited with {done.returncode}; last output:\n{output[-3000:]}"
+        )
+    return run
+
+
+def horovodrun(
+    script: str | os.PathLike,
+    np: int = 2,
+    args: tuple | list = (),
+    *,
+    controller: str = "gloo",
+    timeout_s: float = 300,
+    cwd: str | os.PathLike | None = None,
+) -> Launch:
+    """Start ``script`` as ``np`` Horovod processes on this machine and wait for it.
+
+    The command is ``horovodrun -np NP -H localhost:NP --CONTROLLER python SCRIPT ARGS``.
+
+    Args:
+        script: the learner's file, or the name of a shipped lesson script.
+        np: number of processes.
+        args: the script's own arguments, e.g. ``("--epochs", "2")``.
+        controller: ``gloo`` or ``mpi``.
+        timeout_s: give up after this long.
+        cwd: where to run (default: the current directory).
+
+    Returns:
+        The :class:`Launch`, with TensorFlow's start-up chatter removed from the output.
+
+    Raises:
+        LaunchError: non-zero exit or timeout, with the end of the output.
+        ValueError: a bad ``np`` or ``controller``.
+    """
+    if controller not in ("gloo", "mpi"):
+        raise ValueError(f"controller must be 'gloo' or 'mpi', not {controller!r}")
+    if np < 1:
+        raise ValueError(f"np must be >= 1, got {np}")
+    path = Path(script) if Path(script).is_file() else script_path(str(script))
+    command = [
+        horovodrun_path(),
+        "-np",
+        str(np),
+        "-H",
+        f"localhost:{np}",
+        f"--{controller}",
+        sys.executable,
+        str(path),
+        *map(str, args),
+    ]
+    return _run(command, timeout_s, cwd)
+
+
+def python(
+    script: str | os.PathLike,
+    args: tuple | list = (),
+    *,
+    timeout_s: float = 300,
+    cwd: str | os.PathLike | None = None,
+) -> Launch:
+    """Run a (serial) lesson script as one plain Python process; see :func:`horovodrun`."""
+    path = Path(script) if Path(script).is_file() else script_path(str(script))
+    return _run([sys.executable, str(path), *map(str, args)], timeout_s, cwd)
+
+
+def torchrun(
+    script: str | os.PathLike,
+    nproc: int = 2,
+    args: tuple | list = (),
+    *,
+    timeout_s: float = 300,
+    cwd: str | os.PathLike | None = None,
+) -> Launch:
+    """Start ``script`` with ``torchrun --standalone --nproc_per_node NPROC`` (PyTorch DDP)."""
+    beside = Path(sys.executable).parent / "torchrun"
+    runner = str(beside) if beside.is_file() else shutil.which("torchrun")
+    if not runner:
+        raise FileNotFoundError(f"torchrun is neither next to {sys.executable} nor on PATH")
+    path = Path(script) if Path(script).is_file() else script_path(str(script))
+    command = [runner, "--standalone", "--nproc_per_node", str(nproc), str(path), *map(str, args)]
+    return _run(command, timeout_s, cwd)
+
+
+def epochs(output: str) -> pd.DataFrame:
+    """The ``epoch N: train loss ...`` lines the lesson scripts print, as a table.
+
+    Returns:
+        DataFrame ``epoch``, ``train_loss``, ``test_loss``, ``accuracy``, ``steps``,
+        ``train_s`` (seconds of the epoch's training steps), ``samples_per_s`` (all ranks
+        together), ``lr`` (at the epoch's last step).
+
+    Raises:
+        ValueError: the output has no epoch line.
+    """
+    rows = [
+        {key: float(value) for key, value in found.groupdict().items()}
+        for found in EPOCH_LINE.finditer(output)
+    ]
+    if not rows:
+        raise ValueError(f"no 'epoch N: train loss ...' line in the output:\n{output[-1500:]}")
+    table = pd.DataFrame(rows)
+    return table.astype({"epoch": int, "steps": int})
