@@ -387,6 +387,11 @@ def leaks(record: dict, texts: dict[str, str]) -> list[str]:
         elif kind == "string":
             if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.I):
                 found.append(f"{name} says {value!r}")
+        elif kind == "ranking" and all(isinstance(v, (int, float)) for v in value):
+            # Several numbers (speedup three ways): none of them may show.
+            for item in value:
+                hits = [f for f in number_forms(item, record) if number_pattern(f).search(text)]
+                found += [f"{name} shows {hit!r}, one of {value!r}" for hit in sorted(hits)]
         elif kind == "ranking":
             order = r"\W+".join(re.escape(str(v)) for v in value)
             if re.search(rf"(?<!\w){order}(?!\w)", text, re.I):
@@ -490,6 +495,15 @@ def test_the_leak_and_binary_rules_catch_what_they_should():
     assert leaks(word, {"hint 1": "think of (c)"})
     ranking = {"expected": {"kind": "ranking", "value": ["b", "a", "c"]}}
     assert leaks(ranking, {"hint 1": "b, a, c"}) and not leaks(ranking, {"hint 1": "a, b, c"})
+    three = {
+        "expected": {"kind": "ranking", "value": [0.6967, 3.274, 0.7595]},
+        "rel_tol": 0.01,
+        "abs_tol": 0,
+    }
+    assert leaks(three, {"prompt": "the 4-GPU speedup was about 3.27"}) == [
+        "prompt shows '3.27', one of [0.6967, 3.274, 0.7595]"
+    ]
+    assert not leaks(three, {"prompt": "at 4 GPUs, epochs 2-10, three ways"})
     choice = {"expected": {"kind": "string", "value": "b"}}
     assert binary_problems(choice, "(a) 2x (b) 4x") != []
     assert binary_problems(choice, "(a) 2x (b) 4x (c) 8x") == []
