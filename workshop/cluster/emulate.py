@@ -28,7 +28,14 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from workshop.cluster.spec import BRIDGE, INTERFACE, SWITCH, ClusterSpec, Node
+from workshop.cluster.spec import (
+    BRIDGE,
+    INTERFACE,
+    NAMESPACE_PREFIX,
+    SWITCH,
+    ClusterSpec,
+    Node,
+)
 
 STATE_DIR = Path(os.environ.get("WORKSHOP_CLUSTER_DIR", "/run/workshop-cluster"))
 NETNS_ETC = Path("/etc/netns")
@@ -210,6 +217,7 @@ def _make_ssh(spec: ClusterSpec, nodes: list[Node], state: dict, state_dir: Path
 def _ssh_config(state_dir: Path) -> str:
     # ServerAlive: a node whose link goes down is noticed in ~15 s (ssh exits 255), which is
     # what makes horovodrun and mpirun end the job instead of waiting for TCP's timeouts.
+    # LogLevel INFO keeps ssh's "Timeout, server nodeb not responding." in the launcher's log.
     return (
         "Host *\n"
         f"  IdentityFile {state_dir}/id_ed25519\n"
@@ -220,7 +228,7 @@ def _ssh_config(state_dir: Path) -> str:
         "  ServerAliveInterval 5\n"
         "  ServerAliveCountMax 3\n"
         "  ConnectTimeout 10\n"
-        "  LogLevel ERROR\n"
+        "  LogLevel INFO\n"
     )
 
 
@@ -311,6 +319,25 @@ def kill_ranks(state: dict, name: str) -> list[int]:
                 killed.append(pid)
         except (OSError, ProcessLookupError):
             continue
+    return killed
+
+
+def stop_job_daemons(nodes: list[str], since: float) -> list[int]:
+    """SIGKILL the Open MPI daemons (``orted``) started on the cluster's nodes since ``since``
+    (seconds since the epoch): after a node was lost, its orted may outlive mpirun until its
+    sshd gives up on the session. Returns their pids."""
+    import psutil
+
+    killed = []
+    for name in nodes:
+        for pid in node_pids(NAMESPACE_PREFIX + name):
+            try:
+                process = psutil.Process(pid)
+                if process.name() == "orted" and process.create_time() >= since:
+                    process.kill()
+                    killed.append(pid)
+            except psutil.Error:
+                continue
     return killed
 
 

@@ -113,9 +113,11 @@ _FAILURE_PATTERNS = (
     ),
     # Open MPI: the ssh to a node's orted ended ("Remote daemon: [[...],1] on node nodeb")
     re.compile(r"Remote daemon: \[\[[^\]]*\],\d+\] on node (?P<host>\S+)"),
-    # ssh (Gloo's ranks run under ssh): "[1]<stderr>:Timeout, server nodeb not responding."
+    # ssh gave up on a node: Gloo's ranks run under ssh ("[1]<stderr>:Timeout, server nodeb not
+    # responding."), Open MPI's daemons too (the same line, no rank: every rank of that host)
     re.compile(
-        r"^\[(?P<rank>\d+)\]<stderr>:(?P<reason>Timeout, server (?P<host>\S+) not responding)",
+        r"^(?:\[(?P<rank>\d+)\]<stderr>:)?"
+        r"(?P<reason>Timeout, server (?P<host>\S+) not responding)",
         re.MULTILINE,
     ),
     # horovodrun (Gloo): "Process 1 exit with status code 137."
@@ -149,5 +151,10 @@ def first_failure(launcher_log: str, hosts_of_ranks: Mapping[int, str]) -> dict 
         ranks = [r for r, h in sorted(hosts_of_ranks.items()) if h == host]
     reason = groups.get("reason") or _REASONS.get(index, "")
     if index == 3:
-        reason = f"exit status {reason} under horovodrun's ssh"
+        reason = (
+            f"its process ended with exit status {reason} (255: its ssh session ended: the "
+            "process was killed, or the node or its link went down)"
+            if reason == "255"
+            else f"its process ended with exit status {reason}"
+        )
     return {"host": host, "ranks": ranks, "reason": reason, "line": match.group(0).strip()}

@@ -531,12 +531,16 @@ def launch(
         print(f"run directory: {run_dir}")
         print("$ " + shlex.join(argv), flush=True)
 
-    start = time.perf_counter()
+    start, started_wall = time.perf_counter(), time.time()
     previous = _stop_on_signals()
     try:
         launch_exit_code, stopped_by = _run_launcher(argv, env, run_dir, quiet, previous)
         _ignore_stop_signals(previous)  # the outcome must reach run.json
         _stop_leftovers(run_dir)
+        if cluster:
+            from workshop.cluster.emulate import stop_job_daemons
+
+            stop_job_daemons(cluster.record["nodes"], since=started_wall)
         record |= _ended_fields(run_dir, config.np, start, launch_exit_code, stopped_by)
         record |= _result_fields(run_dir, record["data"])
         if cluster:
