@@ -316,11 +316,14 @@ def test_timeline_explorer_redraws_in_jupyterlab(lab_server: LabServer):
             readout = explorer.locator(".widget-hslider", has_text="window (ms)").locator(
                 ".widget-readout"
             )
-            window_ms = _window_ms(readout.inner_text())
+            # textContent, not innerText: JupyterLab (4.6) skips rendering cells out of view
+            # (content-visibility), and innerText of what is not rendered is empty.
+            explorer.scroll_into_view_if_needed()
+            window_ms = _window_ms(readout.text_content() or "")
             tensor_select = explorer.locator(".widget-dropdown", has_text="tensor").locator(
                 "select"
             )
-            options = tensor_select.locator("option").all_inner_texts()
+            options = tensor_select.locator("option").all_text_contents()
             assert options[0] == "all" and len(options) > 1, f"tensor options: {options}"
             chosen = _busiest_tensor_in_window(options[1:], window_ms)
             explorer.scroll_into_view_if_needed()
