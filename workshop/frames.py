@@ -27,9 +27,13 @@ def require_columns(
         hint: what to pass instead, appended in parentheses.
 
     Raises:
+        TypeError: ``df`` is not a DataFrame.
         MissingColumnsError: (a ``ValueError``) naming ``what``, the input and the missing
             columns, e.g. ``speedup_table: the input DataFrame has no column(s) ['np']``.
     """
+    if not isinstance(df, pd.DataFrame):
+        where = f" ({hint})" if hint else ""
+        raise TypeError(f"{what}: the {frame} must be a DataFrame{where}, got {type(df).__name__}")
     missing = [c for c in columns if c not in df.columns]
     if missing:
         message = f"{what}: the {frame} DataFrame has no column(s) {missing}"

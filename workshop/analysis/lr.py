@@ -29,9 +29,6 @@ from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
 RULES = LR_SCALINGS
 
 
-_require = require_columns
-
-
 def lr_schedule(
     base_lr: float,
     global_batch: int,
@@ -79,7 +76,7 @@ def accuracy_vs_batch(runs: pd.DataFrame, *, rule: str = "none") -> pd.DataFrame
         ValueError: if a column is missing or no run matches.
     """
     cols = ["global_batch_size", "lr_scaling", "warmup_epochs", "final_test_accuracy"]
-    _require(runs, cols, "accuracy_vs_batch")
+    require_columns(runs, cols, "accuracy_vs_batch")
     sel = runs[(runs["lr_scaling"] == rule) & (runs["warmup_epochs"].fillna(0) == 0)]
     if sel.empty:
         raise ValueError(f"accuracy_vs_batch: no run with lr_scaling={rule!r} and no warmup")
@@ -117,7 +114,7 @@ def compare_lr_rules(runs: pd.DataFrame, *, global_batch: int | None = None) -> 
         ValueError: if a column is missing or no batch has several rules.
     """
     cols = ["global_batch_size", "lr_scaling", "warmup_epochs", "final_test_accuracy"]
-    _require(runs, cols, "compare_lr_rules")
+    require_columns(runs, cols, "compare_lr_rules")
     df = runs.copy()
     df["warmup_epochs"] = df["warmup_epochs"].fillna(0)
     if global_batch is None:
@@ -163,7 +160,7 @@ def time_to_accuracy(epochs: pd.DataFrame, target: float) -> pd.DataFrame:
     Raises:
         ValueError: if a column is missing.
     """
-    _require(epochs, ["run", "epoch", "test_accuracy", "elapsed_s"], "time_to_accuracy")
+    require_columns(epochs, ["run", "epoch", "test_accuracy", "elapsed_s"], "time_to_accuracy")
     rows = []
     for run, g in epochs.sort_values("epoch").groupby("run", sort=False):
         hit = g[g["test_accuracy"] >= target]
@@ -195,7 +192,7 @@ def train_test_gap(epochs: pd.DataFrame) -> pd.DataFrame:
     Raises:
         ValueError: if a column is missing.
     """
-    _require(epochs, ["run", "epoch", "train_accuracy", "test_accuracy"], "train_test_gap")
+    require_columns(epochs, ["run", "epoch", "train_accuracy", "test_accuracy"], "train_test_gap")
     labels = [c for c in ("global_batch_size", "lr_scaling", "warmup_epochs") if c in epochs]
     out = epochs[["run", "epoch", "train_accuracy", "test_accuracy", *labels]].copy()
     out["accuracy_gap"] = out["train_accuracy"] - out["test_accuracy"]

@@ -29,9 +29,6 @@ from workshop.frames import require_columns
 METRICS = ("wall", "train", "throughput")
 
 
-_require = require_columns
-
-
 def first_epoch_overhead(epochs: pd.DataFrame) -> pd.DataFrame:
     """Cost of the first epoch compared with the steady state, per worker count.
 
@@ -51,7 +48,7 @@ def first_epoch_overhead(epochs: pd.DataFrame) -> pd.DataFrame:
     Raises:
         ValueError: if a column is missing.
     """
-    _require(epochs, ["np", "epoch", "train_time_s"], "first_epoch_overhead")
+    require_columns(epochs, ["np", "epoch", "train_time_s"], "first_epoch_overhead")
     per_epoch = epochs.groupby(["np", "epoch"], as_index=False)["train_time_s"].median()
     rows = []
     for n, group in per_epoch.groupby("np"):
@@ -162,7 +159,7 @@ def speedup_table(
     Raises:
         ValueError: if ``np`` is missing or the baseline np has no row.
     """
-    _require(runs, ["np"], "speedup_table")
+    require_columns(runs, ["np"], "speedup_table")
     df = runs.copy()
     if "total_time_s" not in df and {"init_time_s", "train_time_s"} <= set(df):
         df["total_time_s"] = df["init_time_s"] + df["train_time_s"]
@@ -334,7 +331,7 @@ def sync_overhead(runs: pd.DataFrame) -> pd.DataFrame:
     Raises:
         ValueError: if a column is missing.
     """
-    _require(runs, ["np", "steps", "steady_epoch_time_s"], "sync_overhead")
+    require_columns(runs, ["np", "steps", "steady_epoch_time_s"], "sync_overhead")
     g = runs.groupby("np")[["steps", "steady_epoch_time_s"]].median().reset_index()
     g = g.sort_values("np").reset_index(drop=True)
     step_ms = 1e3 * g["steady_epoch_time_s"] / g["steps"]
@@ -378,7 +375,7 @@ def batch_size_plateau(
     Raises:
         ValueError: if a column is missing or fewer than two batch sizes are present.
     """
-    _require(df, ["batch_size", time_column], "batch_size_plateau")
+    require_columns(df, ["batch_size", time_column], "batch_size_plateau")
     t = df.groupby("batch_size")[time_column].median().reset_index().sort_values("batch_size")
     if len(t) < 2:
         raise ValueError(
@@ -447,7 +444,9 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
     Raises:
         ValueError: if a column is missing.
     """
-    _require(runs, ["fusion_threshold_mb", "cycle_time_ms", "samples_per_s"], "tuning_table")
+    require_columns(
+        runs, ["fusion_threshold_mb", "cycle_time_ms", "samples_per_s"], "tuning_table"
+    )
     keys = ["fusion_threshold_mb", "cycle_time_ms"]
     g = (
         runs.groupby(keys, dropna=False)["samples_per_s"]
@@ -573,7 +572,7 @@ def scaling_groups(runs: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
         with the most worker counts (then the most runs) first; ``key`` maps each grouping
         column to its value.
     """
-    _require(runs, ["np"], "scaling_groups")
+    require_columns(runs, ["np"], "scaling_groups")
     keys = [k for k in GROUP_KEYS if k in runs.columns]
     frame = runs.copy()
     # NaN/None never equal each other in groupby; use a printable stand-in for grouping.

@@ -20,8 +20,6 @@ from workshop.analysis.mpi import negotiation_signature, routine_table
 from workshop.analysis.timeline import gradient_tensors, step_starts
 from workshop.frames import require_columns
 
-_need = require_columns
-
 
 def gradient_spans(spans: pd.DataFrame) -> pd.DataFrame:
     """The spans of the gradients' allreduces (negotiation, op, activities), metrics left out.
@@ -177,7 +175,7 @@ def knob_effect(runs: pd.DataFrame, knob: str, metric: str, baseline) -> pd.Data
     Raises:
         ValueError: if a column is missing or no run has the baseline value.
     """
-    _need(runs, [knob, metric], "knob_effect")
+    require_columns(runs, [knob, metric], "knob_effect")
     values = pd.to_numeric(runs[metric], errors="coerce")
     frame = pd.DataFrame({knob: runs[knob], metric: values}).dropna(subset=[metric])
     table = (
@@ -216,7 +214,7 @@ def autotune_summary(autotune: pd.DataFrame) -> dict:
     Raises:
         ValueError: if the log has no scored sample.
     """
-    _need(
+    require_columns(
         autotune,
         ["score_bytes_per_us", "cycle_time_ms", "fusion_threshold_mb", "final_best"],
         "autotune_summary",

@@ -13,11 +13,8 @@ from matplotlib.axes import Axes
 from workshop.frames import require_columns
 from workshop.plot._axes import _axes
 
-
-def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
-    require_columns(
-        df, columns, what, hint="pass the result of the matching workshop.analysis.mpi function"
-    )
+#: What the plots below take: the results of workshop.analysis.mpi's functions.
+FROM_ANALYSIS = "pass the result of the matching workshop.analysis.mpi function"
 
 
 def plot_routine_times(
@@ -35,7 +32,9 @@ def plot_routine_times(
     Returns:
         The axes.
     """
-    _require(table, ["routine", "calls", "time_s"], "plot_routine_times")
+    require_columns(
+        table, ["routine", "calls", "time_s"], "plot_routine_times", hint=FROM_ANALYSIS
+    )
     ax = _axes(ax, (7, 3.5))
     shown = table.sort_values("time_s", ascending=False).head(top).iloc[::-1]
     bars = ax.barh(shown["routine"], shown["time_s"], color="tab:blue")
@@ -71,7 +70,12 @@ def plot_message_sizes(
     Returns:
         The axes.
     """
-    _require(bins, ["routine", "log2_bin", "bin_label", weight], "plot_message_sizes")
+    require_columns(
+        bins,
+        ["routine", "log2_bin", "bin_label", weight],
+        "plot_message_sizes",
+        hint=FROM_ANALYSIS,
+    )
     ax = _axes(ax, (8, 3.5))
     routines = sorted(bins["routine"].unique())
     width = 0.8 / max(len(routines), 1)
@@ -108,7 +112,12 @@ def plot_comm_vs_elapsed(
     Returns:
         The axes.
     """
-    _require(frame, ["rank", "comm_s", "elapsed_s", "comm_fraction"], "plot_comm_vs_elapsed")
+    require_columns(
+        frame,
+        ["rank", "comm_s", "elapsed_s", "comm_fraction"],
+        "plot_comm_vs_elapsed",
+        hint=FROM_ANALYSIS,
+    )
     ax = _axes(ax, (7, 3.5))
     ranks = frame["rank"].astype(int)
     ax.bar(ranks, frame["elapsed_s"], color="lightgray", label="elapsed (MPI_Init to Finalize)")

@@ -24,10 +24,6 @@ PHASE_COLORS = {
 }
 
 
-def _need(df: pd.DataFrame, columns: list[str], where: str) -> None:
-    require_columns(df, columns, where)
-
-
 def plot_demo_events(
     events: pd.DataFrame, *, steps: tuple[int, int] | None = None, ax: Axes | None = None
 ) -> Axes:
@@ -44,7 +40,7 @@ def plot_demo_events(
         The Axes. Gaps between bars are time the process spent neither computing nor
         blocked in a transfer (Python, scheduling).
     """
-    _need(events, ["rank", "step", "phase", "start_s", "dur_s"], "plot_demo_events")
+    require_columns(events, ["rank", "step", "phase", "start_s", "dur_s"], "plot_demo_events")
     ax = _axes(ax, (8, 3))
     ev = events if steps is None else events[events["step"].between(*steps)]
     for phase, group in ev.groupby("phase"):
@@ -75,7 +71,9 @@ def plot_step_breakdown(comparison: pd.DataFrame, *, ax: Axes | None = None) -> 
         comparison: output of ``analysis.parallelism.compare_runs`` (``run``, ``compute_s``,
             ``communication_s``, ``other_s``).
     """
-    _need(comparison, ["run", "compute_s", "communication_s", "other_s"], "plot_step_breakdown")
+    require_columns(
+        comparison, ["run", "compute_s", "communication_s", "other_s"], "plot_step_breakdown"
+    )
     ax = _axes(ax, (8, 0.6 * len(comparison) + 1))
     y = range(len(comparison))
     compute = comparison["compute_s"] * 1e3
@@ -101,7 +99,7 @@ def plot_loss(losses: dict[str, pd.DataFrame], *, ax: Axes | None = None) -> Axe
     ax = _axes(ax, (6, 3))
     styles = ["-", "--", ":", "-."]
     for i, (label, df) in enumerate(losses.items()):
-        _need(df, ["step", "loss"], f"plot_loss ({label})")
+        require_columns(df, ["step", "loss"], f"plot_loss ({label})")
         ax.plot(df["step"], df["loss"], styles[i % len(styles)], lw=2, label=label)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
@@ -119,7 +117,9 @@ def plot_memory(
             ``state_bytes``, ``activation_bytes``, ``total_bytes``).
         gpu_memory_bytes: draws a vertical line at this size.
     """
-    _need(estimates, ["model", "state_bytes", "activation_bytes", "total_bytes"], "plot_memory")
+    require_columns(
+        estimates, ["model", "state_bytes", "activation_bytes", "total_bytes"], "plot_memory"
+    )
     ax = _axes(ax, (8, 0.5 * len(estimates) + 1.5))
     y = pd.RangeIndex(len(estimates))
     h = 0.27
@@ -150,7 +150,7 @@ def plot_exchange_costs(costs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
         costs: output of ``analysis.parallelism.exchange_costs`` (``n_workers``, ``bytes``,
             ``ring_s``, ``ps_s``); several message sizes may be concatenated.
     """
-    _need(costs, ["n_workers", "bytes", "ring_s", "ps_s"], "plot_exchange_costs")
+    require_columns(costs, ["n_workers", "bytes", "ring_s", "ps_s"], "plot_exchange_costs")
     ax = _axes(ax, (7, 4))
     for i, (nbytes, group) in enumerate(costs.groupby("bytes")):
         color = f"C{i}"

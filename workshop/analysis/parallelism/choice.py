@@ -36,9 +36,6 @@ __all__ = [
 # Memory and compute per communication
 
 
-_check_columns = require_columns
-
-
 def model_estimates(
     tables: dict[str, pd.DataFrame] | None = None,
     *,
@@ -71,7 +68,7 @@ def model_estimates(
     tables = {**tables, **(extra or {})}
     rows = []
     for name, table in tables.items():
-        _check_columns(table, ["params", "macs", "activation_bytes"], f"model {name!r}")
+        require_columns(table, ["params", "macs", "activation_bytes"], f"model {name!r}")
         params = int(table["params"].sum())
         info = MODELS.get(name, {})
         batch = batch_per_gpu or info.get("batch_per_gpu", 32)
@@ -148,7 +145,9 @@ def data_parallel_balance(
         ``compute_to_comm`` (compute_s / allreduce_s; < 1 means communication-bound unless
         it is overlapped with the backward pass).
     """
-    _check_columns(estimates, ["train_flops_per_sample", "batch_per_gpu", "grad_bytes"], "balance")
+    require_columns(
+        estimates, ["train_flops_per_sample", "batch_per_gpu", "grad_bytes"], "balance"
+    )
     if n_workers < 2:
         raise ValueError(f"data_parallel_balance: n_workers must be >= 2, got {n_workers}")
     out = estimates.copy()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from workshop.analysis.parallelism.choice import _check_columns
+from workshop.frames import require_columns
 
 __all__ = ["EVENT_COLUMNS", "compare_runs", "max_param_diff", "stage_utilisation", "step_times"]
 
@@ -21,7 +21,7 @@ EVENT_COLUMNS = ["rank", "step", "microbatch", "phase", "category", "start_s", "
 
 
 def _window(events: pd.DataFrame, warmup_steps: int, where: str) -> pd.DataFrame:
-    _check_columns(events, EVENT_COLUMNS, where)
+    require_columns(events, EVENT_COLUMNS, where)
     steady = events[events["step"] >= warmup_steps]
     if steady.empty:
         raise ValueError(f"{where}: no events after the {warmup_steps} warm-up step(s)")

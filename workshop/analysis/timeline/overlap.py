@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from workshop.analysis.timeline.spans import SPAN_COLUMNS, _grouped_ops, _need
+from workshop.analysis.timeline.spans import SPAN_COLUMNS, _grouped_ops, from_timeline
 from workshop.analysis.timeline.steps import step_starts
+from workshop.frames import require_columns
 
 if TYPE_CHECKING:
     from workshop.io.timeline import Timeline
@@ -43,7 +44,7 @@ def gradient_tensors(spans: pd.DataFrame) -> list[str]:
     Returns:
         Tensor names (empty when there is no allreduce).
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     neg = spans[spans["name"].astype(str) == "NEGOTIATE_ALLREDUCE"].sort_values("seq")
     if neg.empty:
         return []
@@ -111,11 +112,13 @@ def allreduce_overlap(
         ``overlap_us`` (op time before ``backward_end_us``); with ``cycles`` also ``op_cycle``,
         ``in_backward_all`` and ``in_backward_some`` (bool).
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     grads = list(tensors) if tensors is not None else gradient_tensors(spans)
     extra = ["op_cycle", "in_backward_all", "in_backward_some"] if cycles is not None else []
     if cycles is not None:
-        _need(cycles, ("start_us",), "cycles")
+        require_columns(
+            cycles, ("start_us",), "workshop.analysis.timeline", **from_timeline("cycles")
+        )
         if cycles.empty:
             raise ValueError(
                 "cycles is empty: record with --mark-cycles "
@@ -209,7 +212,9 @@ def overlap_by_step(overlap: pd.DataFrame) -> pd.DataFrame:
         op time), ``overlap_us`` (op time before ``backward_end_us``), ``overlap_share``; with
         cycle columns also ``ops_in_backward_all`` and ``ops_in_backward_some`` (counts).
     """
-    _need(overlap, OVERLAP_COLUMNS, "overlap")
+    require_columns(
+        overlap, OVERLAP_COLUMNS, "workshop.analysis.timeline", **from_timeline("overlap")
+    )
     cycles = "in_backward_all" in overlap.columns
     ops = overlap.groupby(["step", "group"], sort=True).agg(
         op_start_us=("op_start_us", "min"),

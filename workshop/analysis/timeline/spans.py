@@ -8,7 +8,6 @@ The meaning of the records (Horovod 0.28.1) and of *tensor time*: see
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,16 +35,10 @@ SPAN_COLUMNS = ("tensor", "op", "kind", "name", "start_us", "end_us", "dur_us", 
 TICK_COLUMNS = ("tensor", "pid", "negotiation", "rank", "ts_us", "lateness_us")
 
 
-def _need(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{what} must be a DataFrame (Timeline.{what}), got {type(df).__name__}")
-    require_columns(
-        df,
-        columns,
-        "workshop.analysis.timeline",
-        frame=what,
-        hint=f"pass Timeline.{what} from workshop.io.read_timeline",
-    )
+def from_timeline(frame: str) -> dict[str, str]:
+    """The arguments of :func:`workshop.frames.require_columns` for a Timeline's ``frame``
+    (``spans``, ``ticks``, ``cycles``...): the message names it and where it comes from."""
+    return {"frame": frame, "hint": f"pass Timeline.{frame} from workshop.io.read_timeline"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,7 +58,7 @@ def breakdown(spans: pd.DataFrame, by: str = "op") -> pd.DataFrame:
         outside any activity), ``kind`` (negotiate / activity / other), ``count``,
         ``total_us``, ``mean_us``, ``share`` (of the group's negotiation + op time).
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     if by not in ("op", "tensor", "all"):
         raise ValueError(f"by must be 'op', 'tensor' or 'all', not {by!r}")
     sp = spans[["tensor", "op", "kind", "name", "dur_us"]].copy()
@@ -123,7 +116,7 @@ def negotiation_share(spans: pd.DataFrame) -> pd.DataFrame:
         ``processing_us`` (op spans, activities included), ``negotiation_share``
         (negotiate / (negotiate + processing)), ``mean_negotiate_us``, ``mean_processing_us``.
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     kind = spans["kind"]  # compared as categorical codes: no string per row
     is_neg, is_op = kind == "negotiate", kind == "op"
     neg = (
@@ -172,7 +165,7 @@ def stragglers(ticks: pd.DataFrame) -> pd.DataFrame:
         ``share_last`` (of the negotiations it took part in), ``mean_lateness_us``,
         ``p95_lateness_us``, ``max_lateness_us``.
     """
-    _need(ticks, TICK_COLUMNS, "ticks")
+    require_columns(ticks, TICK_COLUMNS, "workshop.analysis.timeline", **from_timeline("ticks"))
     cols = ["rank", "ticks", "times_last", "share_last", "mean_lateness_us"]
     cols += ["p95_lateness_us", "max_lateness_us"]
     if ticks.empty:
@@ -213,7 +206,7 @@ def lateness_matrix(ticks: pd.DataFrame, agg: str = "mean") -> pd.DataFrame:
         index ``rank``, one column per tensor (in order of first appearance): lateness in
         microseconds behind the first rank to be ready.
     """
-    _need(ticks, TICK_COLUMNS, "ticks")
+    require_columns(ticks, TICK_COLUMNS, "workshop.analysis.timeline", **from_timeline("ticks"))
     if agg not in ("mean", "median", "max"):
         raise ValueError(f"agg must be mean, median or max, not {agg!r}")
     if ticks.empty:
@@ -243,8 +236,8 @@ def negotiation_waits(spans: pd.DataFrame, ticks: pd.DataFrame) -> pd.DataFrame:
         (the ``NEGOTIATE_`` span), ``first_rank``, ``last_rank``, ``wait_us`` (last tick -
         first tick: waiting for the last rank), ``wait_share`` (wait / duration).
     """
-    _need(spans, SPAN_COLUMNS, "spans")
-    _need(ticks, TICK_COLUMNS, "ticks")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
+    require_columns(ticks, TICK_COLUMNS, "workshop.analysis.timeline", **from_timeline("ticks"))
     cols = ["tensor", "op", "negotiation", "start_us", "dur_us", "first_rank", "last_rank"]
     cols += ["wait_us", "wait_share"]
     key = ["pid", "negotiation"]
@@ -291,7 +284,7 @@ def detect_backend(spans: pd.DataFrame) -> pd.DataFrame:
         ``Gloo``, ``MPI``, ``NCCL``, ``NCCL+MPI (hierarchical)``, ``unknown``), ``evidence``
         (the activity names seen), ``ops`` (count), ``note``.
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     # Vectorised over integer codes (a Timeline's columns are categorical): millions of spans,
     # but only a handful of distinct (op, activity name) pairs.
     is_op = (spans["kind"] == "op").to_numpy(dtype=bool, na_value=False)
@@ -392,7 +385,12 @@ def fusion_groups(spans: pd.DataFrame) -> pd.DataFrame:
         dtype size x elements; NaN if a member has no dtype/shape), ``start_us``, ``end_us``,
         ``dur_us``, ``names`` (the tensor names, ``;``-separated).
     """
-    _need(spans, SPAN_COLUMNS + ("dtype", "shape"), "spans")
+    require_columns(
+        spans,
+        SPAN_COLUMNS + ("dtype", "shape"),
+        "workshop.analysis.timeline",
+        **from_timeline("spans"),
+    )
     cols = ["group", "op", "tensors", "bytes", "start_us", "end_us", "dur_us", "names"]
     ops = _grouped_ops(spans)
     if ops.empty:

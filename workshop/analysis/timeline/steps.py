@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from workshop.analysis.timeline.spans import SPAN_COLUMNS, _need
+from workshop.analysis.timeline.spans import SPAN_COLUMNS, from_timeline
+from workshop.frames import require_columns
 
 __all__ = [
     "ONE_TIME_ACTIVITIES",
@@ -55,7 +56,7 @@ def step_starts(spans: pd.DataFrame, tensor: str | None = None) -> pd.DataFrame:
         ``step`` (0-based), ``start_us``, ``end_us`` (next step's start, or the last
         timestamp), ``dur_us``.
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     neg = spans[spans["name"].astype(str) == "NEGOTIATE_ALLREDUCE"]
     if neg.empty:
         return pd.DataFrame(columns=["step", "start_us", "end_us", "dur_us"])
@@ -95,7 +96,7 @@ def evolution(
         ``processing_us`` (op spans), ``activity_us``, ``negotiation_share``,
         ``ops_started``.
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     cols = ["interval", "start_us", "end_us", "negotiate_us", "processing_us", "activity_us"]
     cols += ["negotiation_share", "ops_started"]
     if spans.empty:
@@ -162,7 +163,7 @@ def one_time_activities(spans: pd.DataFrame) -> pd.DataFrame:
         start-up), ``median_step_us`` (of all steps), ``share_of_step`` (``dur_us`` /
         ``step_dur_us``).
     """
-    _need(spans, SPAN_COLUMNS, "spans")
+    require_columns(spans, SPAN_COLUMNS, "workshop.analysis.timeline", **from_timeline("spans"))
     cols = ["activity", "start_us", "dur_us", "tensors", "step", "step_dur_us"]
     cols += ["median_step_us", "share_of_step"]
     names = spans["name"].astype(str)
