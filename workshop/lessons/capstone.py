@@ -59,6 +59,8 @@ COMMON = (
 #: The diagnosis runs also mark the background cycles in their timeline.
 TIMELINE = ("--mark-cycles",)
 #: Where the straggler case puts its ranks and the competing busy process.
+#: One busy process: with the kernel's autogroup scheduling more of them, started together,
+#: took no more than the same half of the core (3 gave the same 2x slower steps).
 RANK_CORES = {0: 0, 1: 1}
 HOG_CORE = 1
 

@@ -1,0 +1,194 @@
+"""Lesson 09's capstone (workshop.lessons.capstone) on its recordings in data/capstone/: the
+answer key of every case is the problem that was injected, its evidence number tells the broken
+run from the fixed one, a wrong diagnosis fails, and the gains come from the recorded repeats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workshop import exercises
+from workshop.io.runs import read_metrics, read_run
+from workshop.lessons import capstone
+from workshop.paths import data_path
+
+CASES = list(capstone.CASES)
+
+
+@pytest.fixture(scope="module")
+def keys():
+    return {name: capstone.answer_key(capstone.load(name)) for name in CASES}
+
+
+def test_there_are_at_least_three_cases_with_different_problems():
+    problems = [spec.problem for spec in capstone.CASES.values()]
+    assert len(problems) >= 3 and len(set(problems)) == len(problems), problems
+    # every case's problem is on the menu with a fix that is on the menu too; two are decoys
+    assert all(capstone.PROBLEMS[p].fix in capstone.FIXES for p in capstone.PROBLEMS)
+    assert set(capstone.PROBLEMS) - set(problems), "the menu offers problems no case has"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_key_is_what_was_injected(name, keys):
+    case = capstone.load(name)
+    injected = case.provenance["injected"]
+    assert keys[name].problem == injected["problem"] == capstone.CASES[name].problem
+    assert keys[name].fix == injected["fix"] == capstone.PROBLEMS[injected["problem"]].fix
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_run_is_recorded_with_provenance(name):
+    case = capstone.load(name)
+    record = case.provenance
+    assert record["versions"]["horovod"] and record["versions"]["torch"]
+    assert record["host"]["cores"] and record["recorded_at"] and record["under_cpu_lock"]
+    names = [run["name"] for run in record["runs"]]
+    assert names[:2] == ["broken", "fixed"] and len(names) == 2 + 2 * capstone.REPEATS
+    for run in record["runs"]:
+        run_dir = case.folder / run["name"]
+        written = read_run(run_dir)
+        assert written["status"] == "ok", run_dir
+        # the command recorded beside the case is the one run.json says started the run
+        assert written["command"][2:] == run["command"][2:], run_dir
+        assert (run_dir / "timeline.json").exists() == run["timeline"], run_dir
+        assert len(read_metrics(run_dir)) == 3, run_dir
+    assert "Spoiler" in (case.folder / "README.md").read_text()
+
+
+def test_the_straggler_case_records_how_it_was_injected():
+    record = capstone.load("case-1").provenance
+    assert record["injected"]["problem"] == "c"
+    for run in record["runs"]:
+        # both variants bind rank r to core r; only the broken runs had the busy process
+        assert run["straggler"]["rank_cores"] == {"0": 0, "1": 1}, run["name"]
+        expected_hog = capstone.HOG_CORE if run["variant"] == "broken" else None
+        assert run["straggler"]["hog_core"] == expected_hog, run["name"]
+
+
+def test_straggler_evidence_points_at_the_busy_core(keys):
+    from workshop import analysis
+
+    case = capstone.load("case-1")
+    latest = analysis.stragglers(capstone.gradient_ticks(case.broken)).iloc[0]
+    # rank 1 shared its core with the busy process: it is the latest, by the key's amount
+    assert latest["rank"] == 1
+    assert latest["mean_lateness_us"] / 1e3 == pytest.approx(keys["case-1"].evidence)
+    # without the busy process the same ranks on the same cores are far closer
+    fixed = capstone.straggler_lateness_ms(case.fixed)
+    assert keys["case-1"].evidence > 3 * fixed, (keys["case-1"].evidence, fixed)
+
+
+def test_lr_evidence_is_the_ratio_to_the_linear_rule(keys):
+    # batch 128 x 2 ranks = 256 global; --lr 0.01 suits base batch 32: the linear rule gives
+    # 0.01 x 256 / 32 = 0.08; the broken run kept 0.01 (--lr-scaling none): 0.01 / 0.08 = 0.125
+    assert keys["case-2"].evidence == pytest.approx(0.125)
+    assert capstone.lr_ratio(capstone.load("case-2").fixed) == pytest.approx(1.0)
+
+
+def test_fusion_evidence_is_one_response_per_gradient(keys):
+    case = capstone.load("case-3")
+    from workshop import analysis, io
+
+    gradients = len(analysis.gradient_tensors(io.read_timeline(case.broken).spans))
+    # fusion off: every gradient is its own response, each step
+    assert keys["case-3"].evidence == pytest.approx(gradients, rel=0.05)
+    assert capstone.responses_per_step(case.fixed) < gradients / 2
+
+
+def test_cycle_evidence_is_the_cycle_time(keys):
+    case = capstone.load("case-4")
+    # a cycle starts at most every HOROVOD_CYCLE_TIME; with 50 ms it is nearly always the wait
+    cycle_ms = read_run(case.broken)["config"]["cycle_time_ms"]
+    assert cycle_ms == 50
+    assert keys["case-4"].evidence == pytest.approx(cycle_ms, rel=0.2)
+    assert capstone.cycle_interval_ms(case.fixed) < cycle_ms / 5
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_right_diagnosis_passes_and_wrong_ones_fail(name, keys, capsys):
+    key = keys[name]
+    right = (key.problem, key.evidence * 1.1, key.fix.upper())
+    assert capstone.parts(right, key) == {"problem": True, "evidence": True, "fix": True}
+    other = next(p for p in capstone.PROBLEMS if p != key.problem)
+    assert capstone.parts((other, key.evidence, key.fix), key)["problem"] is False
+    assert capstone.parts((key.problem, key.evidence * 1.3, key.fix), key)["evidence"] is False
+    assert capstone.parts((key.problem, key.evidence, "g"), key)["fix"] is False
+    printed = capsys.readouterr().out
+    assert f"{key.evidence:.3g}" not in printed and "right" in printed and "not yet" in printed
+    exercises.reset()
+    assert exercises.check("09.x", right, expected=key.expected, rel_tol=key.rel_tol)
+    assert not exercises.check(
+        "09.y", (other, key.evidence, key.fix), expected=key.expected, rel_tol=key.rel_tol
+    )
+    assert exercises.passed() == ["09.x"]
+    exercises.reset()
+
+
+def test_parts_waits_for_an_answer_and_rejects_malformed_ones(keys, capsys):
+    key = keys["case-2"]
+    assert capstone.parts(None, key) is None and capsys.readouterr().out == ""
+    with pytest.raises(TypeError, match="problem letter, evidence number, fix letter"):
+        capstone.parts("e", key)
+    assert capstone.parts(("e", "0.125", "a"), key)["evidence"] is False  # a string, not a number
+    assert "hidden" in repr(key) and str(key.evidence) not in repr(key)
+    assert capstone.load("case-2").provenance["injected"]["title"] not in repr(
+        capstone.load("case-2")
+    )
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_gains_pair_each_round(name):
+    case = capstone.load(name)
+    table = capstone.gains(case)
+    assert list(table["round"]) == list(range(1, capstone.REPEATS + 1))
+    assert list(table["seed"]) == [42 + r for r in table["round"]]
+    measure = capstone.MEASURES[table.attrs["measure"]]
+    first = table.iloc[0]
+    assert first["broken"] == measure(case.folder / "repeats" / "broken-1")
+    assert first["gain"] == pytest.approx(first["fixed"] / first["broken"])
+    runs = capstone.repeat_runs(case)
+    # the order alternates: broken first in odd rounds, fixed first in even ones
+    firsts = runs[runs.position == 1].set_index("round")["variant"]
+    assert list(firsts) == ["broken" if r % 2 else "fixed" for r in firsts.index]
+    summary = capstone.gain_summary(case)
+    assert summary["min"] <= summary["median"] <= summary["max"]
+    assert summary["rounds"] == capstone.REPEATS and summary["noise"] >= 1
+
+
+def test_steady_throughput_leaves_out_the_first_epoch():
+    run_dir = data_path("capstone", "case-3", "fixed")
+    epochs = read_metrics(run_dir)
+    # epochs 2 and 3: their samples over their training time
+    expected = epochs.samples[1:].sum() / epochs.train_time_s[1:].sum()
+    assert capstone.steady_samples_per_s(run_dir) == pytest.approx(expected)
+
+
+def test_plan_alternates_and_commands_add_the_case_options(tmp_path):
+    runs = capstone.plan(3)
+    assert runs[:2] == [("broken", "broken", 42, True), ("fixed", "fixed", 42, True)]
+    assert [r[1] for r in runs[2:]] == [
+        "repeats/broken-1", "repeats/fixed-1", "repeats/fixed-2", "repeats/broken-2",
+        "repeats/broken-3", "repeats/fixed-3",
+    ]  # fmt: skip
+    spec = capstone.CASES["case-4"]
+    command = capstone.run_command(spec, "broken", tmp_path, "broken", 42, True)
+    assert command[:2] == ["workshop", "run"] and "--mark-cycles" in command
+    assert command[command.index("--cycle-time-ms") + 1] == "50"
+    repeat = capstone.run_command(spec, "fixed", tmp_path, "repeats/fixed-1", 43, False)
+    assert "--no-timeline" in repeat and repeat[repeat.index("--cycle-time-ms") + 1] == "1"
+
+
+def test_load_names_what_is_wrong(tmp_path):
+    with pytest.raises(FileNotFoundError, match="provenance.json"):
+        capstone.load("case-9", tmp_path)
+    (tmp_path / "case-2").mkdir()
+    path = tmp_path / "case-2" / "provenance.json"
+    record = json.loads(data_path("capstone", "case-2", "provenance.json").read_text())
+    record["injected"]["problem"] = "z"
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="injected.problem"):
+        capstone.load("case-2", tmp_path)
+    path.write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        capstone.load("case-2", tmp_path)
