@@ -66,6 +66,19 @@ def run_once(kind: str, framework: str, workdir: Path) -> dict:
     return {"kind": kind, "framework": framework, "seconds": round(seconds, 3), "ok": ok}
 
 
+def versions() -> dict[str, str | None]:
+    """Installed versions of what the checked scripts run on (None: not installed)."""
+    from importlib import metadata
+
+    found = {}
+    for name in ("torch", "tensorflow-cpu", "tf-keras", "horovod"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 @contextlib.contextmanager
 def round_lock(path: Path | None):
     """An exclusive flock on ``path`` for one round (nothing when ``path`` is None)."""
@@ -125,6 +138,7 @@ def main() -> int:
             "cores": os.cpu_count(),
             "load_average_at_end": os.getloadavg(),
             "python": platform.python_version(),
+            "versions": versions(),
             "git_commit": subprocess.run(
                 ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
             ).stdout.strip(),
