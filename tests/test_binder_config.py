@@ -40,13 +40,14 @@ def _commands(script: Path) -> list[str]:
 
 
 def _setup_apt_packages() -> set[str]:
-    """The apt packages scripts/setup.sh installs for a plain setup (not ``--test``), less its
+    """The apt packages scripts/setup.sh installs for a plain setup (not ``--test``, not the
+    root-only packages of the emulated cluster: Binder's postBuild is not root), less its
     Python packages (python3-venv, python3.X-dev...): Binder's Python is repo2docker's conda
     environment."""
     packages, in_test_block = set(), False
     for line in SETUP.read_text().splitlines():
         stripped = line.strip()
-        if stripped.startswith("if [[ $WITH_TEST"):
+        if stripped.startswith(("if [[ $WITH_TEST", "if [[ $(id -u) == 0 ]]")):
             in_test_block = True
         elif stripped == "fi":
             in_test_block = False
