@@ -59,7 +59,7 @@ def test_07_reads_a_folder_of_run_directories(tmp_path):
     assert got["steps_at_largest_batch"] == 7 and got["plateau_levels_off"] is False
     # the LR exercises follow the large-batch runs: 256 per worker, base batch 32, lr 0.01
     assert got["linear_lr_np4"] == pytest.approx(0.01 * 4 * 256 / 32)
-    assert got["solutions_checked"] == ["07.1", "07.2", "07.3"]
+    assert got["solutions_checked"] == ["07.1", "07.2", "07.3", "07.4"]
 
 
 @pytest.mark.parametrize(
