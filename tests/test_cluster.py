@@ -124,3 +124,18 @@ def test_a_corrupt_state_file_is_named(tmp_path):
     with pytest.raises(emulate.ClusterError, match=str(tmp_path / "state.json")):
         emulate.read_state(tmp_path)
     assert emulate.read_state(tmp_path / "nothing") is None
+
+
+def test_horovodrun_gets_the_host_list_and_the_interface_only_across_nodes(tmp_path):
+    from workshop.launch.run import RunConfig, launch_command
+
+    env = {hosts.ENV_STATE: str(_state_file(tmp_path))}
+    across = hosts.cluster_launch(2, env=env)
+    argv, _ = launch_command(RunConfig(np=2), tmp_path, "subset", across)
+    assert argv[argv.index("-H") + 1] == "nodea:1,nodeb:1"
+    assert argv[argv.index("--network-interface") + 1] == "hsn0"
+    # all ranks on one node: horovodrun would refuse hsn0 ("No interface is found for
+    # address 127.0.0.1."), so no interface is passed
+    one_node = hosts.cluster_launch(2, env=env | {hosts.ENV_RANKS_PER_NODE: "2"})
+    argv, _ = launch_command(RunConfig(np=2), tmp_path, "subset", one_node)
+    assert argv[argv.index("-H") + 1] == "nodea:2" and "--network-interface" not in argv

@@ -5,6 +5,7 @@ Every name is also reachable through its module, e.g. ``analysis.timeline``.
 
 from workshop.analysis import (  # noqa: F401
     benchmarks,
+    cluster,
     commodel,
     lr,
     mpi,

@@ -10,9 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-MODULES = ("benchmarks", "logs", "mpitrace", "recordings", "runs", "sweep", "timeline")
+MODULES = ("benchmarks", "cluster", "logs", "mpitrace", "recordings", "runs", "sweep", "timeline")
 NAMES = {
     "benchmarks": ["read_benchmark", "read_benchmark_runs"],
+    "cluster": ["read_allreduce_sweep", "read_placement_runs"],
     "logs": [
         "find_logs",
         "merge_tables",

@@ -281,7 +281,9 @@ def launch_command(
         str(config.np),
         "-H",
         cluster.hosts if cluster else f"localhost:{config.np}",
-        *(["--network-interface", cluster.interface] if cluster else []),
+        # horovodrun refuses an interface without 127.0.0.1 when all its hosts are local
+        # ("No interface is found for address 127.0.0.1."): one node needs none
+        *(["--network-interface", cluster.interface] if cluster and "," in cluster.hosts else []),
         f"--{config.controller}",
         *horovodrun_flags(config, run_dir),
     ]
