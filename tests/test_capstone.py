@@ -106,7 +106,9 @@ def test_cycle_evidence_is_the_cycle_time(keys):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_the_right_diagnosis_passes_and_wrong_ones_fail(name, keys, capsys):
+def test_the_right_diagnosis_passes_and_wrong_ones_fail(name, keys, capsys, monkeypatch):
+    # a learner's kernel: a wrong answer is a verdict, not an error (papermill runs set strict)
+    monkeypatch.delenv(exercises.STRICT_ENV, raising=False)
     key = keys[name]
     right = (key.problem, key.evidence * 1.1, key.fix.upper())
     assert capstone.parts(right, key) == {"problem": True, "evidence": True, "fix": True}
