@@ -21,6 +21,10 @@ initial weights (``seeded_weights_equal``). Lesson 02's replacements for the two
 same way.
 
     python -m workshop.lessons.keras_probe            # prints the verdicts as JSON
+
+The workshop's Horovod build patches that import (``scripts/build_horovod.sh``, fix 7), so all
+four work with it; ``data/lessons/first-program/keras_pieces_upstream.json`` is the probe of a
+build without the patch (0.28.1 as released), ``keras_pieces.json`` of the patched one.
 """
 
 from __future__ import annotations
@@ -43,6 +47,27 @@ REPLACEMENTS = {
     "LearningRateWarmup": "LearningRateWarmupCallback",
 }
 MARKER = "KERAS_PROBE "
+
+
+def horovod_keras_backend() -> str:
+    """Which Keras backend this Horovod's ``horovod/tensorflow/keras`` takes, read from its
+    source (nothing is imported): ``"tf-keras"`` when the module was patched as
+    ``scripts/build_horovod.sh`` does (fix 7: ``K = keras.backend`` of ``tensorflow.keras``),
+    ``"keras"`` for 0.28.1 as released (``from keras import backend as K``: Keras 3's with
+    TensorFlow >= 2.16), ``"unknown"`` when Horovod or the file is missing."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("horovod")
+    if spec is None or not spec.submodule_search_locations:
+        return "unknown"
+    source = Path(spec.submodule_search_locations[0]) / "tensorflow" / "keras" / "__init__.py"
+    if not source.exists():
+        return "unknown"
+    text = source.read_text()
+    if "from keras import backend as K" in text:
+        return "keras"
+    return "tf-keras" if "K = keras.backend" in text else "unknown"
 
 
 def rank_main(piece: str) -> None:

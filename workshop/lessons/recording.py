@@ -113,7 +113,11 @@ def record(out_dir: Path, names: list[str] | None = None) -> list[Path]:
             written.append(path)
     if names is None or "keras_pieces" in names:
         path = out_dir / "keras_pieces.json"
-        payload = {"pieces": keras_probe.probe(), **_provenance()}
+        payload = {
+            "pieces": keras_probe.probe(),
+            "horovod_keras_backend": keras_probe.horovod_keras_backend(),
+            **_provenance(),
+        }
         path.write_text(json.dumps(payload, indent=2) + "\n")
         written.append(path)
     return written

@@ -105,9 +105,14 @@ def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
     )
 
 
-def keras_pieces(live: bool) -> pd.DataFrame:
-    """Which of Horovod's Keras pieces work here (see :mod:`workshop.lessons.keras_probe`):
-    probed for real when ``live`` (about a minute), else the recording.
+def keras_pieces(live: bool, *, build: str = "workshop") -> pd.DataFrame:
+    """Which of Horovod's Keras pieces work (see :mod:`workshop.lessons.keras_probe`).
+
+    ``build="workshop"``: with the Horovod that ``scripts/build_horovod.sh`` builds (its Keras
+    module patched to take tf-keras' backend), probed for real when ``live`` (about a minute),
+    else its recording. ``build="upstream"``: the recording of Horovod 0.28.1 as released
+    (``pip install horovod==0.28.1``, no patch), which cannot be probed here (``live`` is
+    ignored: the installed build is the patched one).
 
     Returns:
         DataFrame ``piece``, ``source`` (``horovod`` or the lesson's replacement),
@@ -116,12 +121,19 @@ def keras_pieces(live: bool) -> pd.DataFrame:
     """
     from workshop.lessons import keras_probe, recording
 
-    if live:
+    if build not in ("workshop", "upstream"):
+        raise ValueError(f"build={build!r}: 'workshop' or 'upstream'")
+    if live and build == "workshop":
+        print(f"probing the installed Horovod (Keras backend: "
+              f"{keras_probe.horovod_keras_backend()})")  # fmt: skip
         pieces = keras_probe.probe()
     else:
-        found = recording.recorded("keras_pieces")
+        name = "keras_pieces" if build == "workshop" else "keras_pieces_upstream"
+        found = recording.recorded(name)
+        backend = found.get("horovod_keras_backend", "keras")  # recorded before fix 7: keras
         print(
-            f"replaying the Keras probe recorded {found['recorded_at']} with horovod "
+            f"replaying the Keras probe recorded {found['recorded_at']} ({name}: Horovod's Keras "
+            f"module takes the {backend} backend) with horovod "
             f"{found['versions']['horovod']}, tensorflow {found['versions']['tensorflow']}, "
             f"tf-keras {found['versions']['tf_keras']}"
         )
