@@ -45,7 +45,7 @@ def test_06_reads_one_sweep_for_scaling_and_the_model(tmp_path):
     # the only runs of this sweep that differ just in np are the default-knob np 1 / np 2
     # pair, which is also the pair the model compares with: both sections see one measurement
     assert got["ours_speedup_throughput"] == pytest.approx(got["measured_speedup"])
-    assert got["solutions_checked"] == ["06.1", "06.2", "06.3"]
+    assert got["solutions_checked"] == ["06.1", "06.2", "06.3", "06.4"]
 
 
 def test_07_reads_a_folder_of_run_directories(tmp_path):

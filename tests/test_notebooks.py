@@ -552,3 +552,28 @@ def test_notebook_02_live_runs_the_programs(tmp_path, monkeypatch, cpu_lock, hor
     assert got["resumed_first_epoch"] == 3 and got["resume_matches_uninterrupted"] is True
     assert (tmp_path / "mine" / "hvd_torch_skeleton.py").exists()
     assert (tmp_path / "mine" / "checkpoints" / "checkpoint.pt").exists()
+
+
+@pytest.mark.notebook
+def test_execute_sets_the_kernels_variables_only_for_its_run(tmp_path, monkeypatch):
+    # The kernel runs strict and with static widgets; the caller's environment is as before
+    # (a strict mode left behind made later tests in the same process fail on purpose-wrong
+    # answers).
+    monkeypatch.delenv("WORKSHOP_EXERCISES_STRICT", raising=False)
+    monkeypatch.setenv("WORKSHOP_STATIC_WIDGETS", "caller's")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("# parameters", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import os\nprint(os.environ['WORKSHOP_EXERCISES_STRICT'], "
+            "os.environ['WORKSHOP_STATIC_WIDGETS'])"
+        ),
+    ]
+    nbformat.write(notebook, tmp_path / "env.ipynb")
+    run = execute(tmp_path / "env.ipynb", tmp_path / "out.ipynb", {}, cwd=tmp_path)
+    printed = nbformat.read(run.path, as_version=4).cells[1].outputs[0]["text"]
+    assert printed.strip() == "1 1"
+    import os
+
+    assert "WORKSHOP_EXERCISES_STRICT" not in os.environ
+    assert os.environ["WORKSHOP_STATIC_WIDGETS"] == "caller's"

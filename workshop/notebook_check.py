@@ -54,10 +54,14 @@ def execute(
     children (the kernel and what it starts) every 50 ms; returns time and the peaks."""
     import papermill
 
-    # Explorers draw one static plot when nobody can move their sliders (workshop.widgets).
-    os.environ["WORKSHOP_STATIC_WIDGETS"] = "1"
-    # Solutions run under papermill: a solution that fails its own check fails the run.
-    os.environ["WORKSHOP_EXERCISES_STRICT"] = "1"
+    # The kernel inherits this process's environment: both variables are set for the run and
+    # restored after it, so that they do not leak into what the caller does next (a test
+    # process runs other tests after this one).
+    # Explorers draw one static plot when nobody can move their sliders (workshop.widgets);
+    # solutions run under papermill, and a solution that fails its own check fails the run.
+    kernel_env = {"WORKSHOP_STATIC_WIDGETS": "1", "WORKSHOP_EXERCISES_STRICT": "1"}
+    saved = {name: os.environ.get(name) for name in kernel_env}
+    os.environ.update(kernel_env)
     me = psutil.Process(os.getpid())
     peak_pss = peak_rss = 0
     done = threading.Event()
@@ -84,4 +88,9 @@ def execute(
     finally:
         done.set()
         sampler.join()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return NotebookRun(output, time.perf_counter() - start, peak_pss, peak_rss)
