@@ -59,7 +59,7 @@ def main() -> int:
                     sys.executable, "-m", "workshop.cli", "run", "-np", str(np),
                     "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
                     "--no-timeline", "--out", str(args.out), "--name", f"r{repeat}-{name}",
-                    "--quiet",
+                    "--quiet", *(["--oversubscribe"] if np > (os.cpu_count() or 1) else []),
                 ]  # fmt: skip
                 env = os.environ | {"WORKSHOP_REPEAT": str(repeat)}
                 result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
