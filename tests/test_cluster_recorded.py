@@ -108,3 +108,23 @@ def test_the_inter_node_jump_is_a_per_repeat_ratio():
     ratios = (wide["cross-1gbit"] / wide["intra"]).loc[64]
     assert jump.loc[64, "ratio_median"] == pytest.approx(ratios.median())
     assert jump.loc[64, "ratio_min"] == pytest.approx(ratios.min())
+
+
+def test_the_placement_runs_ran_where_they_say():
+    from workshop.io.cluster import read_placement_runs
+
+    folder = data_path("cluster", "mnist-placement")
+    runs = read_placement_runs(folder)
+    assert len(runs) == 20 and set(runs["status"]) == {"ok"}
+    assert runs.groupby(["np", "placement"]).size().to_dict() == {
+        (2, "1+1"): 5, (2, "2+0"): 5, (4, "2+2"): 5, (4, "4+0"): 5,
+    }  # fmt: skip
+    for path in runs["path"]:
+        cluster = json.loads((folder / path.split("/")[-1] / "run.json").read_text())["cluster"]
+        # the hostname each rank wrote is the node the placement put it on
+        assert cluster["rank_hosts_seen"] == cluster["rank_hosts"], path
+    table = analysis.placement_table(runs).set_index(["np", "placement"])
+    two = runs[(runs["np"] == 2) & (runs["placement"] == "1+1")]["samples_per_s"].median()
+    one = runs[(runs["np"] == 2) & (runs["placement"] == "2+0")]["samples_per_s"].median()
+    assert table.loc[(2, "1+1"), "vs_one_node"] == pytest.approx(two / one)
+    assert table.loc[(2, "2+0"), "vs_one_node"] == 1.0
