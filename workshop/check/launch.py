@@ -16,6 +16,12 @@ from pathlib import Path
 
 from workshop.check.failures import explain_crash
 from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text
+from workshop.launch.ranks import (
+    HorovodNotFound,
+    horovodrun_command,
+    horovodrun_program,
+    rank_environment,
+)
 
 FRAMEWORKS = ("torch", "tensorflow")
 TRACEBACK_LINES = 15
@@ -100,17 +106,12 @@ class Report:
 
 
 def find_horovodrun() -> str:
-    """horovodrun next to this Python (the same environment) first, then on PATH."""
-    beside = Path(sys.executable).parent / "horovodrun"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("horovodrun")
-    if found:
-        return found
-    raise CheckError(
-        f"horovodrun not found next to {sys.executable} nor on PATH: Horovod is not installed "
-        "here; run `bash scripts/setup.sh` and activate .venv"
-    )
+    """horovodrun next to this Python (the same environment) first, then on PATH
+    (:func:`workshop.launch.ranks.horovodrun_program`)."""
+    try:
+        return horovodrun_program()
+    except HorovodNotFound as exc:
+        raise CheckError(str(exc)) from None
 
 
 def rank_command(horovodrun: str, np: int, out: Path, script: Path, args, probe: bool) -> list:
@@ -119,20 +120,17 @@ def rank_command(horovodrun: str, np: int, out: Path, script: Path, args, probe:
     runner = [sys.executable, "-P", "-m", "workshop.check.runner", "--out", str(out)]
     if probe:
         runner.append("--probe")
-    return [horovodrun, "-np", str(np), "-H", f"localhost:{np}", "--gloo",
-            *runner, str(script), *map(str, args)]  # fmt: skip
+    return horovodrun_command(np, [*runner, str(script), *args], program=horovodrun)
 
 
 def rank_env(np: int) -> dict[str, str]:
-    """Environment of the ranks: tf-keras for Horovod, quiet TensorFlow, shared cores."""
+    """Environment of the ranks (:func:`workshop.launch.ranks.rank_environment`: tf-keras for
+    Horovod, quiet TensorFlow), shared cores, and the runner importable."""
     from workshop.paths import REPO_DIR
     from workshop.train.common import threads_per_rank
 
     path = os.environ.get("PYTHONPATH", "")
-    return {
-        "TF_USE_LEGACY_KERAS": "1",
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "PYTHONUNBUFFERED": "1",
+    return rank_environment() | {
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS") or str(threads_per_rank(np, None)),
         # The runner must import even when the workshop package is not installed.
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_DIR), path) if p),

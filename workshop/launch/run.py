@@ -28,6 +28,7 @@ from pathlib import Path
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
 from workshop.io.runs import launcher_identity
 from workshop.launch.environment import find_program, program_path_env
+from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.paths import runs_dir
 
 FRAMEWORKS = {"torch": "workshop.train.torch_train", "tensorflow": "workshop.train.tf_train"}
@@ -253,14 +254,12 @@ def launch_command(
     from workshop.launch.options import horovodrun_flags
     from workshop.train.common import threads_per_rank
 
-    env = {"PYTHONUNBUFFERED": "1", "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    threads = None
     if config.threads_per_rank or not config.launcher:
         # All horovodrun ranks share this host; on clusters each rank divides its own node's
         # cores by its local size (workshop.train.common.threads_per_rank).
-        env["OMP_NUM_THREADS"] = str(config.threads_per_rank or threads_per_rank(config.np, None))
-    if os.geteuid() == 0:
-        # Open MPI refuses to start as root without these (containers, Binder, CI).
-        env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        threads = config.threads_per_rank or threads_per_rank(config.np, None)
+    env = rank_environment(threads=threads)
     rank_env = {}
     if config.mpi_profile:
         from workshop.launch.profiler import launch_env
@@ -275,25 +274,25 @@ def launch_command(
                 launcher += ["-x", key]
         return launcher + program, env | rank_env
 
-    command = [
-        "horovodrun",
-        "-np",
-        str(config.np),
-        "-H",
-        cluster.hosts if cluster else f"localhost:{config.np}",
-        # horovodrun refuses an interface without 127.0.0.1 when all its hosts are local
-        # ("No interface is found for address 127.0.0.1."): one node needs none
-        *(["--network-interface", cluster.interface] if cluster and "," in cluster.hosts else []),
-        f"--{config.controller}",
-        *horovodrun_flags(config, run_dir),
-    ]
+    flags = horovodrun_flags(config, run_dir)
     if rank_env:
         if config.controller != "mpi":
             env |= rank_env
         else:  # only the ranks, not horovodrun or mpirun, get these (e.g. LD_PRELOAD)
             exports = " ".join(f"-x {key}={value}" for key, value in sorted(rank_env.items()))
-            command.append(f"--mpi-args={exports}")
-    return command + program, env
+            flags = [*flags, f"--mpi-args={exports}"]
+    command = horovodrun_command(
+        config.np,
+        program,
+        controller=config.controller,
+        hosts=cluster.hosts if cluster else None,
+        # horovodrun refuses an interface without 127.0.0.1 when all its hosts are local
+        # ("No interface is found for address 127.0.0.1."): one node needs none
+        interface=cluster.interface if cluster and "," in cluster.hosts else None,
+        flags=flags,
+        program="horovodrun",  # found on the PATH the launch gives (program_path_env)
+    )
+    return command, env
 
 
 def recorded_env(env: dict[str, str]) -> dict[str, str]:

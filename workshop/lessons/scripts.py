@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.launch.environment import find_program
+from workshop.launch.ranks import (
+    CONTROLLERS,
+    horovodrun_command,
+    horovodrun_program,
+    rank_environment,
+)
 from workshop.lessons.edits import EPOCH_LINE, script_path
 
 __all__ = [
@@ -54,27 +59,14 @@ def horovodrun_path() -> str:
     """``horovodrun`` of this Python's environment, else the one on PATH.
 
     Raises:
-        FileNotFoundError: Horovod is not installed.
+        FileNotFoundError: Horovod is not installed
+            (:class:`workshop.launch.ranks.HorovodNotFound`).
     """
-    found = find_program("horovodrun")
-    if not found:
-        raise FileNotFoundError(
-            f"horovodrun is neither next to {sys.executable} nor on PATH: Horovod is not "
-            "installed here (bash scripts/setup.sh builds it)"
-        )
-    return found
+    return horovodrun_program()
 
 
 def _environment() -> dict[str, str]:
-    env = os.environ | {
-        "PYTHONUNBUFFERED": "1",
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "TF_USE_LEGACY_KERAS": "1",
-    }
-    if os.geteuid() == 0:
-        # Open MPI refuses to start as root without these (containers, Binder, CI).
-        env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    return env
+    return os.environ | rank_environment()
 
 
 # TensorFlow's C++ start-up chatter (horovodrun imports TensorFlow too): not for learners.
@@ -140,22 +132,12 @@ def horovodrun(
         LaunchError: non-zero exit or timeout, with the end of the output.
         ValueError: a bad ``np`` or ``controller``.
     """
-    if controller not in ("gloo", "mpi"):
+    if controller not in CONTROLLERS:
         raise ValueError(f"controller must be 'gloo' or 'mpi', not {controller!r}")
     if np < 1:
         raise ValueError(f"np must be >= 1, got {np}")
     path = Path(script) if Path(script).is_file() else script_path(str(script))
-    command = [
-        horovodrun_path(),
-        "-np",
-        str(np),
-        "-H",
-        f"localhost:{np}",
-        f"--{controller}",
-        sys.executable,
-        str(path),
-        *map(str, args),
-    ]
+    command = horovodrun_command(np, [sys.executable, str(path), *args], controller=controller)
     return _run(command, timeout_s, cwd)
 
 
