@@ -175,3 +175,21 @@ def test_down_leaves_nothing(cluster):
     # down again: nothing to remove, still fine
     again = workshop("cluster", "down")
     assert again.returncode == 0 and "nothing" in again.stdout
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.6])
+def test_down_after_up_was_killed_half_way(cluster, after_s):
+    # `up` lists each item in the state file before making it; SIGKILL leaves a half-made
+    # cluster (how much: after_s after the state file appeared) that `down` must remove
+    up = subprocess.Popen([sys.executable, "-m", "workshop.cli", "cluster", "up"])
+    deadline = time.monotonic() + 30
+    while not emulate.state_path().exists():
+        assert up.poll() is None and time.monotonic() < deadline, "up wrote no state file"
+        time.sleep(0.01)
+    time.sleep(after_s)
+    up.kill()
+    up.wait()
+    result = workshop("cluster", "down")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert namespaces() == [] and not emulate.state_path().exists()
+    assert processes_with(str(emulate.STATE_DIR)) == []
