@@ -84,3 +84,17 @@ def test_a_folder_without_profiles_says_so(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     code, _, err = run(capsys, "mpi", "summary", str(tmp_path))
     assert code == 1 and "no mpi_profile.<jobid>.<rank> files" in err
+
+
+def test_the_emulated_cluster_profiles_of_1_2_and_4_ranks(capsys):
+    folder = data_path("cluster", "mpi-profiles")
+    code, out, _ = run(capsys, "mpi", "summary", str(folder), "--json")
+    rows = json.loads(out)["jobs"]
+    assert code == 0 and [row["job"].split("/")[0] for row in rows] == ["np1", "np2", "np4"]
+    assert [row["ntasks"] for row in rows] == [1, 2, 4]
+    # like mpitrace, the profiler writes rank 0 and the ranks of min, median and max MPI time:
+    # every rank up to 3, 3 files at 4 ranks
+    assert [row["ranks_with_files"] for row in rows] == [1, 2, 3]
+    for row in rows:
+        run_json = json.loads((folder / row["job"].split("/")[0] / "run.json").read_text())
+        assert run_json["config"]["np"] == row["ntasks"] and run_json["status"] == "ok"
