@@ -8,6 +8,7 @@ import math
 import pytest
 
 from workshop.analysis import mpi as analysis
+from workshop.findings import mpi as findings
 from workshop.io.mpitrace import combine_files, parse_mpitrace, read_mpitrace
 from workshop.paths import data_path
 
@@ -63,7 +64,7 @@ def test_signature_without_size_distribution_falls_back_to_the_routine_table():
 
 def test_header_only_profile_is_explained_without_numbers():
     prof = _profile("Data for MPI rank 0 of 4:\n")
-    lines = analysis.mpi_findings(prof)
+    lines = findings.mpi_findings(prof)
     assert lines[0].startswith("Job t: 4 MPI tasks")
     assert prof.warnings
     assert "Warning: t: file stops early; missing the routine table" in "\n".join(lines)
@@ -76,7 +77,7 @@ def test_threads_adding_up_is_explained():
     text = CPU_TEXT.replace(
         "total communication time = 10.602", "total communication time = 20.602"
     )
-    lines = analysis.mpi_findings(_profile(text))
+    lines = findings.mpi_findings(_profile(text))
     assert any("several threads were inside MPI" in line for line in lines)
 
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workshop.analysis import mpi as analysis
+from workshop.findings import mpi as findings
 from workshop.io.mpitrace import MpiTraceError, parse_mpitrace_bytes, read_mpitrace
 from workshop.paths import data_path
 
@@ -35,7 +36,7 @@ def _read_and_explain(data: bytes) -> None:
             warnings.simplefilter("ignore")
             prof = read_mpitrace(path)
         analysis.profile_summary(prof)
-        analysis.mpi_findings(prof)
+        findings.mpi_findings(prof)
         analysis.comm_fraction(prof)
         analysis.message_size_bins(prof)
 
@@ -135,7 +136,7 @@ def test_corruption_gives_an_error_naming_file_line_and_fault_or_a_result(name, 
         assert parsed, "the file reads but its bytes do not"
         # a file that reads can be summarised and explained (no exception of any kind)
         analysis.profile_summary(prof)
-        analysis.mpi_findings(prof)
+        findings.mpi_findings(prof)
         analysis.comm_fraction(prof)
         analysis.message_size_bins(prof)
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from workshop.analysis import mpi as analysis
+from workshop.findings import mpi as findings
 from workshop.io.mpitrace import read_mpitrace
 from workshop.io.runs import read_metrics
 from workshop.paths import data_path
@@ -79,7 +80,7 @@ def test_mpi_time_against_training_time():
     assert vs["comm_s"] == pytest.approx(7.395) and vs["elapsed_s"] == pytest.approx(11.882)
     assert vs["step_ms"] == pytest.approx(1e3 * 1.31374 / 60)
     assert vs["comm_over_train"] == pytest.approx(7.395 / 1.31374)  # 5.63: more than training
-    lines = analysis.mpi_findings(prof, metrics=metrics)
+    lines = findings.mpi_findings(prof, metrics=metrics)
     assert any("not the share of training time lost" in line for line in lines)
     assert any("5.63x that" in line and "outside it" in line for line in lines)
     with pytest.raises(ValueError, match="metrics DataFrame has no column"):

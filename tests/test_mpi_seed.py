@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from workshop.analysis import mpi as analysis
+from workshop.findings import mpi as findings
 from workshop.io.mpitrace import read_mpitrace
 from workshop.paths import data_path
 
@@ -54,7 +55,7 @@ def test_gpu_mpi_carries_no_gradients(gpu):
     assert sig["small_bytes"] == 11658 * 8  # 93 kB of MPI allreduce in the whole run
     total_bytes = analysis.routine_table(gpu)["bytes"].sum()
     assert total_bytes < 200_000
-    text = "\n".join(analysis.mpi_findings(gpu))
+    text = "\n".join(findings.mpi_findings(gpu))
     assert "No MPI_Allreduce moves more than that" in text
 
 

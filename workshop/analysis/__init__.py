@@ -41,7 +41,6 @@ from workshop.analysis.mpi import (  # noqa: F401
     dominant_routine,
     load_imbalance,
     message_size_bins,
-    mpi_findings,
     negotiation_signature,
     profile_summary,
     routine_table,

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from workshop.analysis import mpi as analysis
+from workshop.findings import mpi as findings
 from workshop.io.mpitrace import (
     FILE_NAME,
     MpiProfile,
@@ -129,7 +130,7 @@ def _report(args: argparse.Namespace) -> int:
         return _fail("report", exc)
     if len(ids) > 1:
         print(f"(PATH holds jobs {', '.join(ids)}; this is job {prof.jobid})")
-    for line in analysis.mpi_findings(
+    for line in findings.mpi_findings(
         prof, small_bytes=_small_bytes(args), metrics=_metrics(args.path)
     ):
         print(line)

@@ -1,6 +1,8 @@
-"""Findings in words: the sentences that reports and lessons print, built from the DataFrames
-of :mod:`workshop.analysis` (which holds no prose of this kind)."""
+"""Findings in words: the sentences that reports (``workshop timeline report``, ``workshop mpi
+report``) and lessons print, built from the DataFrames of :mod:`workshop.analysis` (which holds
+no prose of this kind)."""
 
+from workshop.findings.mpi import mpi_findings
 from workshop.findings.timeline import timeline_findings
 
-__all__ = ["timeline_findings"]
+__all__ = ["mpi_findings", "timeline_findings"]
