@@ -29,8 +29,9 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from workshop.benchmarking import run_record, started_now
 
 CONFIGS = {
     # name: (controller, np, hosts, link, extra environment)
@@ -139,7 +140,7 @@ def main() -> int:
     from workshop.cluster.spec import ClusterSpec
     from workshop.launch.run import provenance
 
-    started, load = datetime.now(UTC).isoformat(timespec="seconds"), os.getloadavg()
+    started, load = started_now()
     configs = args.configs.split(",")
     state = emulate.up(ClusterSpec(nodes=2, link="1gbit"))
     jobs, failed = [], []
@@ -171,14 +172,7 @@ def main() -> int:
     finally:
         emulate.down()
     result = {
-        "command": [Path(sys.executable).name, *sys.argv],
-        "started_at": started,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "loadavg_before": list(load),
-        "loadavg_after": list(os.getloadavg()),
-        "git_commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip(),
+        **run_record(started, load),
         "settings": {
             "sizes_mib": sizes,
             "iters_per_size": args.iters,

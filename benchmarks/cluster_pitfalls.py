@@ -25,8 +25,9 @@ import os
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from workshop.benchmarking import run_record, started_now
 
 # Lines of TensorFlow's C++ start-up chatter, dropped from the recorded logs.
 NOISE = ("oneDNN", "absl::", "cudart_stub", "cpu_feature_guard", "To enable the following")
@@ -115,7 +116,7 @@ def main() -> int:
     from workshop.launch.run import provenance
 
     args.out.mkdir(parents=True, exist_ok=True)
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started, load = started_now()
     spec = ClusterSpec(nodes=2, link="1gbit")
     state = emulate.up(spec)
     cases = []
@@ -140,9 +141,7 @@ def main() -> int:
     finally:
         emulate.down()
     result = {
-        "command": [Path(sys.executable).name, *sys.argv],
-        "started_at": started,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **run_record(started, load),
         "cases": cases,
         **provenance(),
     }

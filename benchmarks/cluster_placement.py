@@ -25,8 +25,9 @@ import os
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from workshop.benchmarking import run_record, started_now
 
 PLACEMENTS = {"np2-2+0": (2, 2), "np2-1+1": (2, 1), "np4-4+0": (4, 4), "np4-2+2": (4, 2)}
 
@@ -44,7 +45,7 @@ def main() -> int:
     from workshop.cluster.spec import ClusterSpec
 
     args.out.mkdir(parents=True, exist_ok=True)
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started, load = started_now()
     emulate.up(ClusterSpec(nodes=2, link=args.link))
     names, runs, begin = list(PLACEMENTS), [], time.monotonic()
     try:
@@ -72,9 +73,7 @@ def main() -> int:
     finally:
         emulate.down()
     manifest = {
-        "command": [Path(sys.executable).name, *sys.argv],
-        "started_at": started,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **run_record(started, load),
         "link": args.link,
         "placements": {k: {"np": v[0], "ranks_per_node": v[1]} for k, v in PLACEMENTS.items()},
         "order": "rotating: repeat r starts with placement r mod 4",

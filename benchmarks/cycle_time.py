@@ -32,9 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
+from workshop.benchmarking import run_record, started_now
 from workshop.launch.run import provenance
 
 BASELINE_MS = 1.0
@@ -121,13 +121,6 @@ def verdict(ratios: dict[float, dict]) -> str:
     return "; ".join(lines)
 
 
-def git_commit() -> str | None:
-    found = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    return found or None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="rounds (each runs every cycle)")
@@ -150,8 +143,7 @@ def main() -> int:
     if runs_dir.exists() and any(runs_dir.iterdir()):
         parser.error(f"{runs_dir} is not empty: give a new --out folder")
     runs_dir.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started, load_before = started_now()
     runs = []
     for round_ in range(1, options.repeats + 1):
         shift = (round_ - 1) % len(cycles)
@@ -200,12 +192,7 @@ def main() -> int:
     print(line)
     if options.out:
         result = {
-            "command": [Path(sys.executable).name, *sys.argv],
-            "started_at": started,
-            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "loadavg_before": list(load_before),
-            "loadavg_after": list(os.getloadavg()),
-            "git_commit": git_commit(),
+            **run_record(started, load_before),
             "settings": {
                 "repeats": options.repeats,
                 "cycle_times_ms": cycles,

@@ -29,8 +29,9 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from workshop.benchmarking import run_record, started_now
 
 WARMUP_STEPS = 20
 
@@ -114,16 +115,8 @@ def write_result(
     from workshop.launch.run import provenance
 
     plain, np1, np2 = samples["plain"], samples["hvd-np1"], samples["hvd-np2"]
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
     result = {
-        "command": [Path(sys.executable).name, *sys.argv],
-        "started_at": started,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "loadavg_before": list(load),
-        "loadavg_after": list(os.getloadavg()),
-        "git_commit": commit or None,
+        **run_record(started, load),
         "settings": {
             "repeats": args.repeats,
             "steps": args.steps,
@@ -155,7 +148,7 @@ def main() -> int:
     if args.worker:
         worker(args.worker, args.steps, args.batch_size)
         return 0
-    started, load = datetime.now(UTC).isoformat(timespec="seconds"), os.getloadavg()
+    started, load = started_now()
     kinds = ("plain", "hvd-np1", "hvd-np2")
     samples = {kind: [] for kind in kinds}
     runs = []

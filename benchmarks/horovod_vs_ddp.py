@@ -24,10 +24,10 @@ import json
 import os
 import statistics
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 from workshop import lessons
+from workshop.benchmarking import run_record, started_now
 from workshop.launch.run import provenance
 
 KINDS = ("horovod", "ddp")
@@ -95,8 +95,7 @@ def main() -> int:
     if options.epochs < 2:
         parser.error("--epochs must be >= 2 (epoch 1 is not timed)")
     args = ["--epochs", str(options.epochs), "--steps", str(options.steps)]
-    load_before = os.getloadavg()
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started, load_before = started_now()
     runs = {kind: [] for kind in KINDS}
     failures = []
     for repeat in range(options.repeats):
@@ -144,11 +143,7 @@ def main() -> int:
     if options.out:
         options.out.mkdir(parents=True, exist_ok=True)
         result = {
-            "command": [Path(sys.executable).name, *sys.argv],
-            "started_at": started,
-            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "loadavg_before": list(load_before),
-            "loadavg_after": list(os.getloadavg()),
+            **run_record(started, load_before),
             "settings": {
                 "repeats": options.repeats,
                 "epochs": options.epochs,
