@@ -124,3 +124,19 @@ def test_second_grid_adds_points_to_the_same_folder(tmp_path, sweep_base, fake_l
     again = fake_launcher()
     sweep.run_sweep(tmp_path, sweep_base, {"batch_size": [16]}, launcher=again, progress=False)
     assert again.calls == []
+
+
+def test_grid_labels_come_from_the_run_options_and_controllers_can_be_swept(sweep_base):
+    # One declaration: each grid option carries its label; no sweep-side list of its own (it
+    # had a 'controller' entry while --controller took one value only).
+    from workshop.cli import build_parser
+    from workshop.launch.options import GRID_FIELDS, RUN_OPTIONS
+
+    assert set(sweep.GRID_LABELS) == set(GRID_FIELDS)
+    assert all(isinstance(o.label, str) for o in RUN_OPTIONS if o.grid)
+    assert all(o.label is None for o in RUN_OPTIONS if not o.grid)
+    points = sweep.expand_grid(sweep_base, {"controller": ["gloo", "mpi"], "np": [2]})
+    assert [(name, c.controller) for name, c in points] == [("p00-gloo", "gloo"),
+                                                             ("p01-mpi", "mpi")]  # fmt: skip
+    args = build_parser().parse_args(["sweep", "--controller", "gloo", "mpi", "--out", "x"])
+    assert args.controller == ["gloo", "mpi"]

@@ -157,7 +157,15 @@ def test_sweep_grid_takes_several_values():
     assert grid["compression"] == ["none", "fp16"]
     assert grid["cache_capacity"] == [1024, 0]
     assert grid["backward_passes_per_step"] == [1, 2, 4]
-    assert base.mpi_profile and base.controller == "mpi" and not base.timeline
+    # --controller is a grid option (one value here): the points get it, the base keeps its
+    # default
+    assert base.mpi_profile and grid["controller"] == ["mpi"] and not base.timeline
+    from workshop.launch.sweep import expand_grid
+
+    points = expand_grid(base, grid)
+    assert len(points) == 2 * 2 * 3 and all(c.controller == "mpi" for _, c in points)
+    for _, config in points:
+        config.validate()  # --mpi-profile needs --controller mpi: each point has both
     defaults = build_parser().parse_args(["sweep"])
     assert grid_from_args(defaults)[1]["compression"] == ["none"]
 

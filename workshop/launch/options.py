@@ -47,6 +47,8 @@ class RunOption:
             RunConfig's (None: RunConfig's).
         sweep_default: ``workshop sweep``'s default where it differs from a single run's
             (None: the same).
+        label: for grid options, what stands before the value in a sweep's run names
+            (``bs`` in ``p03-np2-bs64``; ``""``: the value alone, e.g. ``torch``).
     """
 
     field: str
@@ -59,6 +61,7 @@ class RunOption:
     unset_by_default: bool = False
     run_default: Any = None
     sweep_default: Any = None
+    label: str | None = None
 
     @property
     def flag(self) -> str:
@@ -66,29 +69,42 @@ class RunOption:
 
 
 RUN_OPTIONS: tuple[RunOption, ...] = (
-    RunOption("framework", choices=tuple(FRAMEWORKS), grid=True),
-    RunOption("dataset", choices=DATASETS, grid=True),
+    RunOption("framework", choices=tuple(FRAMEWORKS), grid=True, label=""),
+    RunOption("dataset", choices=DATASETS, grid=True, label=""),
     RunOption(
         "data",
         choices=DATA_MODES,
         help="auto: full set if cached/downloadable, else MNIST's offline 5,000-image subset",
     ),
     RunOption(
-        "np", "number of processes (workers)", int, grid=True, short="-np", sweep_default=[1, 2]
+        "np",
+        "number of processes (workers)",
+        int,
+        grid=True,
+        short="-np",
+        sweep_default=[1, 2],
+        label="np",
     ),
-    RunOption("controller", "Horovod controller (horovodrun --gloo / --mpi)", choices=CONTROLLERS),
+    RunOption(
+        "controller",
+        "Horovod controller (horovodrun --gloo / --mpi)",
+        choices=CONTROLLERS,
+        grid=True,
+        label="",
+    ),
     RunOption("epochs", type=int),
-    RunOption("batch_size", "per worker", int, grid=True),
-    RunOption("lr", "learning rate for --base-batch-size", float, grid=True),
+    RunOption("batch_size", "per worker", int, grid=True, label="bs"),
+    RunOption("lr", "learning rate for --base-batch-size", float, grid=True, label="lr"),
     RunOption(
         "base_batch_size",
         "batch size that --lr suits (default: the global batch of "
         "one worker, --batch-size x --backward-passes-per-step, so LR scales with np)",
         int,
         grid=True,
+        label="base",
     ),
-    RunOption("lr_scaling", choices=LR_SCALINGS, grid=True),
-    RunOption("warmup_epochs", type=float, grid=True),
+    RunOption("lr_scaling", choices=LR_SCALINGS, grid=True, label="lr"),
+    RunOption("warmup_epochs", type=float, grid=True, label="wu"),
     RunOption("steps_per_epoch", "cap on optimizer steps per epoch", int),
     RunOption(
         "timeline",
@@ -105,18 +121,21 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "Horovod's default 128, 0 = no fusion)",
         float,
         grid=True,
+        label="fus",
     ),
     RunOption(
         "cycle_time_ms",
         "time between negotiation cycles, ms (HOROVOD_CYCLE_TIME; Horovod's default 1)",
         float,
         grid=True,
+        label="cyc",
     ),
     RunOption(
         "cache_capacity",
         "response cache entries (HOROVOD_CACHE_CAPACITY; Horovod's default 1024, 0 = no cache)",
         int,
         grid=True,
+        label="cache",
     ),
     RunOption("autotune", "Horovod autotune, log in autotune.csv", bool),
     RunOption(
@@ -125,6 +144,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         choices=COMPRESSIONS,
         grid=True,
         unset_by_default=True,
+        label="",
     ),
     RunOption(
         "backward_passes_per_step",
@@ -133,11 +153,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         int,
         grid=True,
         unset_by_default=True,
+        label="bpps",
     ),
     RunOption(
         "mpi_profile", "preload the workshop's PMPI profiler (needs --controller mpi)", bool
     ),
-    RunOption("seed", type=int, grid=True),
+    RunOption("seed", type=int, grid=True, label="seed"),
     RunOption("threads_per_rank", type=int),
     RunOption("device", choices=DEVICES),
     RunOption("oversubscribe", "allow np > cores (recorded in run.json; timings mislead)", bool),

@@ -35,26 +35,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from workshop.launch.options import RUN_OPTIONS
 from workshop.launch.run import RunConfig, RunError, RunInterrupted, launch
 
 # Grid keys and the short labels used in run directory names.
-GRID_LABELS = {
-    "framework": "",
-    "dataset": "",
-    "np": "np",
-    "batch_size": "bs",
-    "lr": "lr",
-    "base_batch_size": "base",
-    "lr_scaling": "lr",
-    "warmup_epochs": "wu",
-    "fusion_threshold_mb": "fus",
-    "cycle_time_ms": "cyc",
-    "cache_capacity": "cache",
-    "compression": "",
-    "backward_passes_per_step": "bpps",
-    "controller": "",
-    "seed": "seed",
-}
+#: What stands before each grid option's value in a run's name (from RUN_OPTIONS' labels).
+GRID_LABELS = {option.field: option.label for option in RUN_OPTIONS if option.grid}
 
 
 def _label(key: str, value) -> str:
