@@ -9,6 +9,7 @@ why in numbers.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -297,9 +298,8 @@ def check_sharded(ranks: list[dict]) -> Check:
             False,
             f"{pair}{where} ({share:.0%}{spread}), {matched} of {compared} at the same "
             f"position on rank {ranks[a]['env_rank']} and rank {ranks[b]['env_rank']}: the "
-            "ranks trained on the same data in the same order (one seed and no shard); give "
-            "each its own shard (DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()), "
-            "dataset.shard(hvd.size(), hvd.rank()) or x[hvd.rank()::hvd.size()])",
+            f"ranks trained on the same data in the same order (one seed and no shard); "
+            f"{SHARD_FIX}",
         )
     if share <= FEW_COMMON_SAMPLES:
         return Check(
@@ -311,18 +311,24 @@ def check_sharded(ranks: list[dict]) -> Check:
     return _overlap_against_chance(ranks)
 
 
+#: The fix both sharded failures name.
+SHARD_FIX = (
+    "give each its own shard (DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()), "
+    "dataset.shard(hvd.size(), hvd.rank()) or x[hvd.rank()::hvd.size()])"
+)
+
+
 def _worst_epoch_overlap(epochs: list[list[list[str]]], count: int) -> tuple:
     """(share, common, i, j, epoch, size_i, size_j) of the pair of ranks and epoch that share
     the largest part of their samples."""
     worst = None
-    for i in range(len(epochs)):
-        for j in range(i + 1, len(epochs)):
-            for e in range(count):
-                a, b = set(epochs[i][e]), set(epochs[j][e])
-                common = len(a & b)
-                share = common / min(len(a), len(b))
-                if worst is None or share > worst[0]:
-                    worst = (share, common, i, j, e, len(a), len(b))
+    for i, j in itertools.combinations(range(len(epochs)), 2):
+        for e in range(count):
+            a, b = set(epochs[i][e]), set(epochs[j][e])
+            common = len(a & b)
+            share = common / min(len(a), len(b))
+            if worst is None or share > worst[0]:
+                worst = (share, common, i, j, e, len(a), len(b))
     return worst
 
 
@@ -335,13 +341,12 @@ SAME_POSITION_SHARE = 0.5
 def _aligned(ranks: list[dict]) -> tuple[int, int, int, int] | None:
     """(matching positions, positions compared, i, j) of the first pair of ranks whose sample
     streams hold the same sample at most positions, else None."""
-    for i in range(len(ranks)):
-        for j in range(i + 1, len(ranks)):
-            a, b = ranks[i]["samples"], ranks[j]["samples"]
-            compared = min(len(a), len(b))
-            matched = sum(1 for x, y in zip(a, b, strict=False) if x == y)
-            if compared and matched / compared >= SAME_POSITION_SHARE:
-                return matched, compared, i, j
+    for i, j in itertools.combinations(range(len(ranks)), 2):
+        a, b = ranks[i]["samples"], ranks[j]["samples"]
+        compared = min(len(a), len(b))
+        matched = sum(1 for x, y in zip(a, b, strict=False) if x == y)
+        if compared and matched / compared >= SAME_POSITION_SHARE:
+            return matched, compared, i, j
     return None
 
 
@@ -362,10 +367,9 @@ def _overlap_against_chance(ranks: list[dict]) -> Check:
     distinct samples at random from D share a*b/D on average (hypergeometric spread)."""
     size = _data_size(ranks)
     pairs = []
-    for i in range(len(ranks)):
-        for j in range(i + 1, len(ranks)):
-            a, b = set(ranks[i]["samples"]), set(ranks[j]["samples"])
-            pairs.append((len(a & b) / min(len(a), len(b)), len(a & b), i, j, len(a), len(b)))
+    for i, j in itertools.combinations(range(len(ranks)), 2):
+        a, b = set(ranks[i]["samples"]), set(ranks[j]["samples"])
+        pairs.append((len(a & b) / min(len(a), len(b)), len(a & b), i, j, len(a), len(b)))
     share, common, i, j, a, b = max(pairs)
     pair = (
         f"over the whole run rank {ranks[i]['env_rank']} and rank {ranks[j]['env_rank']} drew "
@@ -393,9 +397,7 @@ def _overlap_against_chance(ranks: list[dict]) -> Check:
         return Check(
             False,
             f"{pair}; {chance}: {common / expected:.1f}x more than chance, so the ranks read "
-            "overlapping parts of the data; give each its own shard "
-            "(DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()), "
-            "dataset.shard(hvd.size(), hvd.rank()) or x[hvd.rank()::hvd.size()])",
+            f"overlapping parts of the data; {SHARD_FIX}",
         )
     return Check(None, f"{pair}; {chance}: the overlap of chance, {advice}")
 
