@@ -40,6 +40,13 @@ def test_bad_arguments_are_refused():
         ranks.horovodrun_command(2, ["x"], controller="nccl", program="hr")
     with pytest.raises(ValueError, match="np must be >= 1, got 0"):
         ranks.horovodrun_command(0, ["x"], program="hr")
+    # The lessons' launcher refuses them before it looks the script up (one check for both).
+    from workshop import lessons
+
+    with pytest.raises(ValueError, match="'gloo' or 'mpi', not 'nccl'"):
+        lessons.horovodrun("no-such-script.py", controller="nccl")
+    with pytest.raises(ValueError, match="np must be >= 1, got 0"):
+        lessons.horovodrun("no-such-script.py", np=0)
 
 
 def test_missing_horovodrun_names_the_fix(monkeypatch, tmp_path):

@@ -19,6 +19,7 @@ __all__ = [
     "CONTROLLERS",
     "RANK_ENV",
     "HorovodNotFound",
+    "check_launch",
     "horovodrun_command",
     "horovodrun_program",
     "rank_environment",
@@ -66,6 +67,15 @@ def rank_environment(*, threads: int | None = None) -> dict[str, str]:
     return env
 
 
+def check_launch(np: int, controller: str) -> None:
+    """Raise ``ValueError`` for a rank count below 1 or a controller other than gloo / mpi
+    (before anything is prepared: callers that resolve files first call it early)."""
+    if controller not in CONTROLLERS:
+        raise ValueError(f"controller must be 'gloo' or 'mpi', not {controller!r}")
+    if np < 1:
+        raise ValueError(f"np must be >= 1, got {np}")
+
+
 def horovodrun_command(
     np: int,
     argv: Sequence[str],
@@ -91,10 +101,7 @@ def horovodrun_command(
         ValueError: a bad ``np`` or ``controller``.
         HorovodNotFound: ``program`` not given and Horovod is not installed.
     """
-    if controller not in CONTROLLERS:
-        raise ValueError(f"controller must be 'gloo' or 'mpi', not {controller!r}")
-    if np < 1:
-        raise ValueError(f"np must be >= 1, got {np}")
+    check_launch(np, controller)
     return [
         program or horovodrun_program(),
         "-np",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from workshop.launch.ranks import (
-    CONTROLLERS,
+    check_launch,
     horovodrun_command,
     horovodrun_program,
     rank_environment,
@@ -132,10 +132,7 @@ def horovodrun(
         LaunchError: non-zero exit or timeout, with the end of the output.
         ValueError: a bad ``np`` or ``controller``.
     """
-    if controller not in CONTROLLERS:
-        raise ValueError(f"controller must be 'gloo' or 'mpi', not {controller!r}")
-    if np < 1:
-        raise ValueError(f"np must be >= 1, got {np}")
+    check_launch(np, controller)
     path = Path(script) if Path(script).is_file() else script_path(str(script))
     command = horovodrun_command(np, [sys.executable, str(path), *args], controller=controller)
     return _run(command, timeout_s, cwd)
