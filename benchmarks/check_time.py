@@ -25,14 +25,15 @@ import contextlib
 import fcntl
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from workshop.benchmarking import run_record, started_now
+from workshop.launch.run import provenance as run_provenance
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "tests" / "check_scripts"
@@ -66,19 +67,6 @@ def run_once(kind: str, framework: str, workdir: Path) -> dict:
     return {"kind": kind, "framework": framework, "seconds": round(seconds, 3), "ok": ok}
 
 
-def versions() -> dict[str, str | None]:
-    """Installed versions of what the checked scripts run on (None: not installed)."""
-    from importlib import metadata
-
-    found = {}
-    for name in ("torch", "tensorflow-cpu", "tf-keras", "horovod"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
 @contextlib.contextmanager
 def round_lock(path: Path | None):
     """An exclusive flock on ``path`` for one round (nothing when ``path`` is None)."""
@@ -109,7 +97,7 @@ def main() -> int:
     args = parser.parse_args()
     cases = [(kind, framework) for framework in FIXTURES for kind in KINDS]
     runs = []
-    started = datetime.now(UTC)
+    started, load = started_now()
     with tempfile.TemporaryDirectory(prefix="check-time-") as tmp:
         for repeat in range(args.repeats):
             shift = repeat % len(cases)
@@ -131,18 +119,8 @@ def main() -> int:
         print(f"  {name:<26} {values['min']:6.1f} {values['median']:6.1f} {values['max']:6.1f}")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        provenance = {
-            "command": " ".join(["python", "benchmarks/check_time.py", *sys.argv[1:]]),
-            "started_utc": started.isoformat(timespec="seconds"),
-            "host": platform.node(),
-            "cores": os.cpu_count(),
-            "load_average_at_end": os.getloadavg(),
-            "python": platform.python_version(),
-            "versions": versions(),
-            "git_commit": subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-            ).stdout.strip(),
-        }
+        # The record every benchmark writes (command, times, load, commit), versions and host.
+        provenance = run_record(started, load) | run_provenance()
         (args.out / "result.json").write_text(
             json.dumps({"provenance": provenance, "summary": summary, "runs": runs}, indent=1)
             + "\n"
