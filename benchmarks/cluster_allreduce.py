@@ -69,7 +69,7 @@ def worker(sizes_mib: list[int], iters: int) -> None:
 
 def run_job(state: dict, name: str, sizes: list[int], iters: int) -> dict:
     from workshop.cluster import emulate
-    from workshop.launch.environment import program_path_env
+    from workshop.launch.programs import program_path_env
 
     controller, np, hosts, link, extra = CONFIGS[name]
     if link and state["spec"]["link"] != link:

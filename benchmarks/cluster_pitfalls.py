@@ -72,7 +72,7 @@ def run_case(
     state: dict, name: str, hosts: str, iface: str | None, out: Path, controller: str = "gloo"
 ) -> dict:
     from workshop.cluster import emulate
-    from workshop.launch.environment import program_path_env
+    from workshop.launch.programs import program_path_env
 
     argv = [
         "horovodrun", "-np", "2", "-H", hosts,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop.launch.environment import find_program
+from workshop.launch.programs import find_program
 from workshop.launch.run import RunConfig, RunError
 from workshop.paths import data_path
 

@@ -7,11 +7,11 @@ import pytest
 
 from workshop.launch.run import (
     RunConfig,
-    horovod_env,
     launch_command,
     new_run_dir,
     recorded_env,
 )
+from workshop.runspec import horovod_variables
 
 
 def test_invalid_options_are_named():
@@ -76,7 +76,7 @@ def test_cluster_launcher_gets_horovod_knobs_as_environment(tmp_path):
 
 
 def test_autotune_logs_into_the_run_directory(tmp_path):
-    env = horovod_env(RunConfig(autotune=True), Path(tmp_path))
+    env = horovod_variables(RunConfig(autotune=True), Path(tmp_path))
     assert env["HOROVOD_AUTOTUNE_LOG"] == str(tmp_path / "autotune.csv")
 
 

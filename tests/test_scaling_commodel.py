@@ -185,6 +185,8 @@ def _model_runs():
     """One worker and two workers doing the same work (2 steps per epoch, 1 epoch, batch 32),
     and a tuned np=2 run listed first, which the model must not start from."""
     base = {"dataset": "mnist", "batch_size": 32, "steps": 2.0, "epochs_done": 1}
+    # the other options that fix a step's work (workshop.runspec.WORK_KEYS), as read_sweep has
+    base |= {"framework": "torch", "compression": "none", "backward_passes_per_step": 1}
     rows = [
         base
         | {

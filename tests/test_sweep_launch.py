@@ -130,7 +130,8 @@ def test_grid_labels_come_from_the_run_options_and_controllers_can_be_swept(swee
     # One declaration: each grid option carries its label; no sweep-side list of its own (it
     # had a 'controller' entry while --controller took one value only).
     from workshop.cli import build_parser
-    from workshop.launch.options import GRID_FIELDS, RUN_OPTIONS
+    from workshop.runspec import CLI_OPTIONS as RUN_OPTIONS
+    from workshop.runspec import GRID_FIELDS
 
     assert set(sweep.GRID_LABELS) == set(GRID_FIELDS)
     assert all(isinstance(o.label, str) for o in RUN_OPTIONS if o.grid)

@@ -1,5 +1,5 @@
 """The tuning options of a run (--compression, --cache-capacity, --backward-passes-per-step,
-and the other Horovod knobs): one declaration in workshop.launch.options, the horovodrun flags
+and the other Horovod knobs): one declaration in workshop.runspec, the horovodrun flags
 and HOROVOD_* variables they become, run.json, and two live runs that use them."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import sys
 import pytest
 
 from workshop.cli import build_parser, main
-from workshop.launch.options import (
+from workshop.launch.options import config_from_args
+from workshop.launch.run import RunConfig, launch_command
+from workshop.runspec import (
+    CLI_OPTIONS,
     GRID_FIELDS,
-    HOROVOD_KNOBS,
-    RUN_OPTIONS,
-    config_from_args,
+    HOROVOD_SETTINGS,
     horovod_variables,
     horovodrun_flags,
 )
-from workshop.launch.run import RunConfig, launch_command
 
 
 def _value(argv: list[str], flag: str) -> str:
@@ -27,11 +27,11 @@ def _value(argv: list[str], flag: str) -> str:
 
 def test_every_option_is_a_run_config_field_and_every_knob_an_option():
     fields = set(RunConfig.__dataclass_fields__)
-    names = [option.field for option in RUN_OPTIONS]
+    names = [option.field for option in CLI_OPTIONS]
     assert len(names) == len(set(names)) and set(names) <= fields
     # launcher is set by `workshop run --launcher` (clusters), not a run option of the table
     assert fields - set(names) == {"launcher"}
-    assert {knob.field for knob in HOROVOD_KNOBS} <= set(names)
+    assert {setting.field for setting in HOROVOD_SETTINGS} <= set(names)
     assert {"compression", "cache_capacity", "backward_passes_per_step"} <= set(GRID_FIELDS)
 
 

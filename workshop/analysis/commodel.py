@@ -36,6 +36,7 @@ from workshop.analysis.scaling import scaling_groups, speedup_table
 from workshop.frames import require_columns
 from workshop.io.timeline.model import DTYPE_BYTES
 from workshop.rules import ring_allreduce_time_s
+from workshop.runspec import OPTIONS, WORK_KEYS
 
 COLLECTIVES = ("GLOO_ALLREDUCE", "MPI_ALLREDUCE", "NCCL_ALLREDUCE", "CCL_ALLREDUCE")
 
@@ -321,22 +322,13 @@ def predict_from_run(
     return prediction, inputs
 
 
-# Configuration columns that must match between the run the model starts from and the runs
-# whose measured speedup it is compared with (the scaling group of that run).
-_SAME_WORK = ("batch_size", "dataset", "fusion_threshold_mb", "cycle_time_ms")
-
-# The runs-table columns comm_model_vs_measurement reads.
-_PIPELINE_COLUMNS = (
-    "run",
-    "np",
-    "steps",
-    "epochs_done",
-    "steady_epoch_time_s",
-    "batch_size",
-    "dataset",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-)
+# The runs-table columns comm_model_vs_measurement reads: the measurements, and the options
+# that fix a step's work (workshop.runspec.WORK_KEYS), which must match between the run the
+# model starts from and the runs whose measured speedup it is compared with.
+_PIPELINE_COLUMNS = ("run", "np", "steps", "epochs_done", "steady_epoch_time_s", *WORK_KEYS)
+# The work keys a one-worker run shares with the reference (Horovod's settings are at their
+# defaults there).
+_COMPUTE_KEYS = tuple(key for key in WORK_KEYS if not OPTIONS[key].horovod)
 
 
 def _default_knobs(runs: pd.DataFrame) -> pd.Series:
@@ -362,8 +354,9 @@ def comm_model_vs_measurement(
        a timeline);
     4. :func:`compare_prediction` sets the prediction beside the measured throughput speedups
        of the runs that do the same work per worker as the reference (its group in
-       :func:`workshop.analysis.scaling.scaling_groups`, matched on batch size, dataset,
-       fusion threshold and cycle time), and a one-worker run of that work says how much of
+       :func:`workshop.analysis.scaling.scaling_groups`, matched on the options that fix a
+       step's work, :data:`workshop.runspec.WORK_KEYS`: framework, dataset, batch size,
+       fusion threshold, cycle time...), and a one-worker run of that work says how much of
        the reference's step time the model does not explain.
 
     ``workshop scaling report`` and notebook 06 both call this function.
@@ -484,20 +477,19 @@ def _reference_run(candidates: pd.DataFrame) -> pd.Series:
 def _measured_speedups(runs: pd.DataFrame, ref: pd.Series) -> pd.DataFrame | None:
     """The speedup table of the scaling group doing the same work as ``ref``, or None."""
     for key, group in scaling_groups(runs):
-        if all(key[k] == (None if pd.isna(ref[k]) else ref[k]) for k in _SAME_WORK if k in key):
+        if all(key[k] == (None if pd.isna(ref[k]) else ref[k]) for k in WORK_KEYS if k in key):
             return speedup_table(group)
     return None
 
 
 def _one_worker_step_s(runs: pd.DataFrame, ref: pd.Series) -> float | None:
     """Median steady step time (s) of the one-worker runs with default knobs doing the work of
-    ``ref`` (same batch size and dataset), or None without such runs."""
-    alone = runs[
-        (runs["np"] == 1)
-        & _default_knobs(runs)
-        & (runs["batch_size"] == ref["batch_size"])
-        & (runs["dataset"] == ref["dataset"])
-    ]
+    ``ref`` (equal in the work keys that are no Horovod setting: framework, dataset, batch
+    size...), or None without such runs."""
+    alone = (runs["np"] == 1) & _default_knobs(runs)
+    for key in _COMPUTE_KEYS:
+        alone &= runs[key] == ref[key]
+    alone = runs[alone]
     if not len(alone):
         return None
     return float((alone["steady_epoch_time_s"] / alone["steps"]).median())

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from workshop.frames import require_columns
+from workshop.runspec import GROUP_KEYS
 
 METRICS = ("wall", "train", "throughput")
 
@@ -532,29 +533,6 @@ def scaling_findings(
                 "(1.00 is ideal)."
             )
     return lines
-
-
-GROUP_KEYS = (
-    "framework",
-    "dataset",
-    "controller",
-    "batch_size",
-    "base_batch_size",
-    "lr",
-    "lr_scaling",
-    "warmup_epochs",
-    "steps_per_epoch",
-    "epochs",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-    "cache_capacity",
-    "compression",
-    "backward_passes_per_step",
-    "data",
-    "autotune",
-    "timeline",
-    "mpi_profile",
-)
 
 
 def scaling_groups(runs: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:

@@ -11,15 +11,13 @@ from pathlib import Path
 from workshop.launch.jobscript import SYSTEMS, JobScriptError, JobSpec, render, run_arguments
 from workshop.launch.options import add_run_options, config_from_args
 from workshop.paths import runs_dir
+from workshop.runspec import CLI_OPTIONS
 
-#: ``workshop run`` options the job script sets itself (from nodes, ranks and the system).
-COMPUTED = {
-    "np": "the number of ranks is --nodes x --ranks-per-node",
-    "controller": "ranks started by the system's MPI launcher use Horovod's MPI controller",
-    "oversubscribe": "each rank gets its own cores (see --threads-per-rank)",
-}
+#: ``workshop run`` options the job script sets itself (from nodes, ranks and the system), and
+#: why (:attr:`workshop.runspec.RunOption.job_script_sets`).
+COMPUTED = {o.field: o.job_script_sets for o in CLI_OPTIONS if o.job_script_sets}
 #: ``workshop run`` options that jobscript resolves (defaults depend on the system).
-RESOLVED = ("device", "threads_per_rank")
+RESOLVED = tuple(o.field for o in CLI_OPTIONS if o.job_script_resolves)
 
 
 def run_flags() -> dict[str, str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from workshop.launch.options import add_run_options, config_from_args
 from workshop.launch.run import RunError, launch
+from workshop.runspec import OPTIONS
 
 
 def summarize(run_dir: Path) -> str:
@@ -42,12 +43,8 @@ def register(subparsers) -> None:
     add_run_options(parser)
     parser.add_argument("--out", type=Path, default=None, help="parent of the run directory")
     parser.add_argument("--name", default=None, help="run directory name")
-    parser.add_argument(
-        "--launcher",
-        default=None,
-        help="start ranks with this command instead of horovodrun, e.g. "
-        '"mpiexec -n 8 -ppn 4" (clusters; see workshop jobscript)',
-    )
+    launcher = OPTIONS["launcher"]
+    parser.add_argument(launcher.flag, default=launcher.default, help=launcher.help)
     parser.add_argument("--quiet", action="store_true")
     parser.set_defaults(func=main)
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from workshop.runspec import AUTOTUNE_NAMES
+
 EPOCH_LINE = re.compile(
     r"Epoch\s+(?P<epoch>\d+)\s*:\s*training\s+(?P<train>[-+0-9.eE]+)\s*\(s\)"
     r"(?:\s*-\s*testing\s+(?P<test>[-+0-9.eE]+)\s*\(s\))?",
@@ -361,14 +363,15 @@ def merge_tables(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return merged.sort_values("np").reset_index(drop=True)
 
 
+#: Horovod's autotune log names -> our columns: the parameters that are run options take the
+#: option's name (:data:`workshop.runspec.AUTOTUNE_NAMES`; e.g. Horovod 0.28 logs the joint
+#: (cycle time, fusion threshold) parameter's threshold in MB as ``tensor_fusion_threshold``).
 AUTOTUNE_COLUMNS = {
     "hierarchical_allreduce": "hierarchical_allreduce",
     "hierarchical_allgather": "hierarchical_allgather",
     "cache_enabled": "cache_enabled",
-    "cycle_time_ms": "cycle_time_ms",
     "torus_allreduce": "torus_allreduce",
-    # Horovod 0.28 logs the joint (cycle time, fusion threshold) parameter in MB.
-    "tensor_fusion_threshold": "fusion_threshold_mb",
+    **AUTOTUNE_NAMES,
     "score": "score_bytes_per_us",
 }
 

@@ -14,33 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from workshop.io.runs import read_metrics, read_run, read_summary
-
-CONFIG_COLUMNS = [
-    "framework",
-    "dataset",
-    "np",
-    "controller",
-    "epochs",
-    "batch_size",
-    "base_batch_size",
-    "lr",
-    "lr_scaling",
-    "warmup_epochs",
-    "steps_per_epoch",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-    "cache_capacity",
-    "compression",
-    "backward_passes_per_step",
-    "autotune",
-    "timeline",
-    "mpi_profile",
-    "seed",
-    "data",
-    "oversubscribe",
-]
-#: What a run recorded before an option existed ran with (RunConfig's defaults then).
-CONFIG_DEFAULTS = {"compression": "none", "backward_passes_per_step": 1, "mpi_profile": False}
+from workshop.runspec import TABLE_COLUMNS, TABLE_DEFAULTS
 
 
 def run_dirs(path: str | Path) -> list[Path]:
@@ -81,7 +55,7 @@ def _run_row(run_dir: Path, record: dict, metrics: pd.DataFrame) -> dict:
     config = record.get("config", {})
     summary = read_summary(run_dir) or record.get("result") or {}
     row: dict = {"run": run_dir.name, "path": str(run_dir), "status": record.get("status")}
-    row |= {key: config.get(key, CONFIG_DEFAULTS.get(key)) for key in CONFIG_COLUMNS}
+    row |= {key: config.get(key, TABLE_DEFAULTS.get(key)) for key in TABLE_COLUMNS}
     workers_batch = (config.get("batch_size") or 0) * (config.get("np") or 0)
     row["global_batch_size"] = workers_batch * row["backward_passes_per_step"] or None
     data = record.get("data") or {}

@@ -23,10 +23,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from workshop.runspec import OPTIONS, RUN_SPEC
+
 WALLTIME_RE = re.compile(r"^(\d{1,3}):([0-5]\d):([0-5]\d)$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 #: Switches of ``workshop run`` that are on by default and are turned off with ``--no-<name>``.
-NEGATABLE = frozenset({"timeline"})
+NEGATABLE = frozenset(option.field for option in RUN_SPEC if option.negatable)
 
 
 class JobScriptError(ValueError):
@@ -354,8 +356,8 @@ def _filesystems(spec: JobSpec, system: System) -> str | None:
 
 def _job_name(spec: JobSpec, ranks: int) -> str:
     """``--job-name``, or one made of the framework, data set and shape of the job."""
-    framework = _option_value(spec.run_options, "--framework") or "torch"
-    dataset = _option_value(spec.run_options, "--dataset") or "mnist"
+    framework = _option_value(spec.run_options, "--framework") or OPTIONS["framework"].default
+    dataset = _option_value(spec.run_options, "--dataset") or OPTIONS["dataset"].default
     job_name = spec.job_name or f"workshop-{framework}-{dataset}-{spec.nodes}x{ranks}"
     if not NAME_RE.match(job_name):
         raise JobScriptError(f"--job-name {job_name!r}: letters, digits, _ . - only")

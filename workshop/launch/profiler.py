@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from workshop import paths
-from workshop.launch.environment import find_program
+from workshop.launch.programs import find_program
 
 SOURCE = Path(__file__).resolve().parent / "mpiprof" / "mpiprof.c"
 EXERCISE_SOURCE = Path(__file__).resolve().parent / "mpiprof" / "mpiprof_exercise.c"

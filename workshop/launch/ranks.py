@@ -13,7 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from workshop.launch.environment import find_program
+from workshop.launch.programs import find_program
+from workshop.runspec import CONTROLLERS
 
 __all__ = [
     "CONTROLLERS",
@@ -25,7 +26,6 @@ __all__ = [
     "rank_environment",
 ]
 
-CONTROLLERS = ("gloo", "mpi")
 
 #: What every rank gets: output line by line (ranks' lines interleave in the launcher's
 #: output), tf-keras for Horovod 0.28 with TensorFlow >= 2.16 (Keras 3 variables break it,

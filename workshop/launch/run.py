@@ -20,19 +20,24 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
 from workshop.io.runs import launcher_identity
-from workshop.launch.environment import find_program, program_path_env
+from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.paths import runs_dir
+from workshop.runspec import (
+    FRAMEWORK_PROGRAMS,
+    RUN_SPEC,
+    check_values,
+    horovod_variables,
+    horovodrun_flags,
+    program_arguments,
+)
 
-FRAMEWORKS = {"torch": "workshop.train.torch_train", "tensorflow": "workshop.train.tf_train"}
-CONTROLLERS = ("gloo", "mpi")
 # run.json's "env": an allowlist of what changes how a run behaves (learners hand run.json in
 # and commit it, so nothing else from their environment goes there), and never a secret.
 ENV_RECORDED_PREFIXES = ("HOROVOD_", "OMPI_", "NCCL_", "GLOO_", "OMP_", "TF_CPP_", "WORKSHOP_")
@@ -75,76 +80,12 @@ class RunInterrupted(RunError):
         self.exit_code = 128 + signum
 
 
-@dataclass
-class RunConfig:
-    """Everything that defines a run (recorded as ``config`` in run.json).
-
-    ``batch_size`` is per worker and per backward pass; ``backward_passes_per_step`` batches
-    are accumulated per allreduce and optimizer step, so the global batch is
-    ``batch_size x np x backward_passes_per_step``. ``lr`` is the learning rate that suits
-    ``base_batch_size`` (default: the global batch of one worker), scaled for the global batch by
-    ``lr_scaling`` (none/linear/sqrt) with ``warmup_epochs`` of gradual warmup.
-    ``fusion_threshold_mb``, ``cycle_time_ms``, ``cache_capacity`` (None: Horovod's default)
-    and ``autotune`` are Horovod's knobs (:data:`workshop.launch.options.HOROVOD_KNOBS`);
-    ``compression`` is the gradients' allreduce compression (``hvd.Compression``).
-    ``launcher`` replaces horovodrun on clusters. The command-line options are declared in
-    :mod:`workshop.launch.options`.
-    """
-
-    framework: str = "torch"
-    dataset: str = "mnist"
-    np: int = 2
-    controller: str = "gloo"
-    epochs: int = 3
-    batch_size: int = 32
-    lr: float = 0.01
-    base_batch_size: int | None = None
-    lr_scaling: str = "linear"
-    warmup_epochs: float = 0.0
-    steps_per_epoch: int | None = None
-    timeline: bool = False
-    mark_cycles: bool = False
-    fusion_threshold_mb: float | None = None
-    cycle_time_ms: float | None = None
-    autotune: bool = False
-    cache_capacity: int | None = None
-    compression: str = "none"
-    backward_passes_per_step: int = 1
-    mpi_profile: bool = False
-    seed: int = 42
-    threads_per_rank: int | None = None
-    data: str = "auto"
-    device: str = "auto"
-    oversubscribe: bool = False
-    launcher: str | None = None
-
+class _RunConfigChecks:
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first option that cannot work."""
-        from workshop.train.common import COMPRESSIONS, LR_SCALINGS
-        from workshop.train.data import DATA_MODES, DATASETS
-        from workshop.train.device import MODES as DEVICES
-
-        choices = {
-            "framework": (self.framework, tuple(FRAMEWORKS)),
-            "dataset": (self.dataset, DATASETS),
-            "controller": (self.controller, CONTROLLERS),
-            "lr_scaling": (self.lr_scaling, LR_SCALINGS),
-            "data": (self.data, DATA_MODES),
-            "device": (self.device, DEVICES),
-            "compression": (self.compression, COMPRESSIONS),
-        }
-        for name, (value, allowed) in choices.items():
-            if value not in allowed:
-                raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
-        for name in ("np", "epochs", "batch_size", "backward_passes_per_step"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.cache_capacity is not None and self.cache_capacity < 0:
-            raise ValueError(
-                f"cache_capacity must be >= 0 (0: no cache), got {self.cache_capacity}"
-            )
-        if self.fusion_threshold_mb is not None and self.fusion_threshold_mb < 0:
-            raise ValueError(f"fusion_threshold_mb must be >= 0, got {self.fusion_threshold_mb}")
+        """Raise ``ValueError`` naming the first option that cannot work: a value outside its
+        choices or bound (declared in :data:`workshop.runspec.RUN_SPEC`), then the checks
+        that involve two options or this machine."""
+        check_values(self)
         if (
             not self.launcher
             and self.fusion_threshold_mb is not None
@@ -160,8 +101,6 @@ class RunConfig:
                 "DistributedGradientTape, which the TensorFlow program uses, has no "
                 "backward_passes_per_step (only its legacy and Keras DistributedOptimizer do)"
             )
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.mpi_profile and self.controller != "mpi" and not self.launcher:
             raise ValueError("--mpi-profile needs --controller mpi (the profiler wraps MPI calls)")
         if self.mark_cycles and not self.timeline:
@@ -173,6 +112,34 @@ class RunConfig:
                 "would share cores and every timing would mislead. Use np <= "
                 f"{cores}, or --oversubscribe to run anyway (recorded in run.json)."
             )
+
+
+RunConfig = dataclasses.make_dataclass(
+    "RunConfig",
+    [
+        (option.field, option.annotation, dataclasses.field(default=option.default))
+        for option in RUN_SPEC
+    ],
+    bases=(_RunConfigChecks,),
+)
+RunConfig.__module__ = __name__
+RunConfig.__doc__ = """Everything that defines a run (recorded as ``config`` in run.json).
+
+    One field per row of :data:`workshop.runspec.RUN_SPEC` (name, type and default come from
+    there). ``batch_size`` is per worker and per backward pass; ``backward_passes_per_step``
+    batches are accumulated per allreduce and optimizer step, so the global batch is
+    ``batch_size x np x backward_passes_per_step``. ``lr`` is the learning rate that suits
+    ``base_batch_size`` (default: the global batch of one worker), scaled for the global batch by
+    ``lr_scaling`` (none/linear/sqrt) with ``warmup_epochs`` of gradual warmup.
+    ``fusion_threshold_mb``, ``cycle_time_ms``, ``cache_capacity`` (None: Horovod's default)
+    and ``autotune`` are Horovod's knobs (:data:`workshop.runspec.HOROVOD_SETTINGS`);
+    ``compression`` is the gradients' allreduce compression (``hvd.Compression``).
+    ``launcher`` replaces horovodrun on clusters. ``validate()`` raises ``ValueError`` naming
+    the first option that cannot work.
+
+    >>> RunConfig(np=4).np, RunConfig().batch_size
+    (4, 32)
+    """
 
 
 def new_run_dir(config: RunConfig, out_dir: Path | None = None, name: str | None = None) -> Path:
@@ -193,52 +160,11 @@ def new_run_dir(config: RunConfig, out_dir: Path | None = None, name: str | None
 
 
 def train_args(config: RunConfig, run_dir: Path, data_mode: str) -> list[str]:
-    """Arguments of the training program (one rank)."""
-    args = [
-        sys.executable,
-        "-m",
-        FRAMEWORKS[config.framework],
-        "--run-dir",
-        str(run_dir),
-        "--dataset",
-        config.dataset,
-        "--data",
-        data_mode,
-        "--epochs",
-        str(config.epochs),
-        "--batch-size",
-        str(config.batch_size),
-        "--lr",
-        str(config.lr),
-        "--lr-scaling",
-        config.lr_scaling,
-        "--warmup-epochs",
-        str(config.warmup_epochs),
-        "--seed",
-        str(config.seed),
-        "--device",
-        config.device,
-    ]
-    optional = {
-        "--base-batch-size": config.base_batch_size,
-        "--steps-per-epoch": config.steps_per_epoch,
-        "--threads": config.threads_per_rank,
-        "--compression": None if config.compression == "none" else config.compression,
-        "--backward-passes-per-step": (
-            None if config.backward_passes_per_step == 1 else config.backward_passes_per_step
-        ),
-    }
-    for flag, value in optional.items():
-        if value is not None:
-            args += [flag, str(value)]
-    return args
-
-
-def horovod_env(config: RunConfig, run_dir: Path) -> dict[str, str]:
-    """Horovod knobs as environment variables (what horovodrun's flags set)."""
-    from workshop.launch.options import horovod_variables
-
-    return horovod_variables(config, run_dir)
+    """Arguments of the training program (one rank): the options that have a
+    ``program_flag`` in :data:`workshop.runspec.RUN_SPEC`, in its order."""
+    program = FRAMEWORK_PROGRAMS[config.framework]
+    run = [sys.executable, "-m", program, "--run-dir", str(run_dir)]
+    return run + program_arguments(config, data_mode)
 
 
 def launch_command(
@@ -251,7 +177,6 @@ def launch_command(
     emulated cluster (``cluster``, see workshop.cluster.hosts) horovodrun gets its host list and
     network interface instead of ``localhost``.
     """
-    from workshop.launch.options import horovodrun_flags
     from workshop.train.common import threads_per_rank
 
     threads = None
@@ -267,7 +192,7 @@ def launch_command(
         rank_env = launch_env(run_dir)
     program = train_args(config, run_dir, data_mode)
     if config.launcher:
-        rank_env |= horovod_env(config, run_dir)  # no horovodrun to turn flags into these
+        rank_env |= horovod_variables(config, run_dir)  # no horovodrun to turn flags into these
         launcher = shlex.split(config.launcher)
         if Path(launcher[0]).name == "mpirun":  # Open MPI: export each variable to the ranks
             for key in sorted(env | rank_env):

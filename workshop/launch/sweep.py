@@ -35,12 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.launch.options import RUN_OPTIONS
 from workshop.launch.run import RunConfig, RunError, RunInterrupted, launch
-
-# Grid keys and the short labels used in run directory names.
-#: What stands before each grid option's value in a run's name (from RUN_OPTIONS' labels).
-GRID_LABELS = {option.field: option.label for option in RUN_OPTIONS if option.grid}
+from workshop.runspec import GRID_LABELS
 
 
 def _label(key: str, value) -> str:

@@ -26,7 +26,8 @@ import numpy as np
 
 # The LR rules live in workshop.rules (the analyses use the same ones); the training programs
 # import them from here.
-from workshop.rules import LR_SCALINGS, lr_at, scaled_lr  # noqa: F401
+from workshop.rules import lr_at, scaled_lr  # noqa: F401
+from workshop.runspec import RUN_SPEC
 
 if TYPE_CHECKING:
     from workshop.train.device import DeviceChoice
@@ -34,47 +35,34 @@ if TYPE_CHECKING:
 # Sample the process start as early as possible: init time is measured from here.
 PROCESS_START = time.time()
 
-#: Gradient compression for the allreduce: names of ``hvd.Compression`` members (the same in
-#: horovod.torch and horovod.tensorflow 0.28.1: ``none``, and ``fp16`` which sends float32
-#: gradients as float16 and casts them back after the allreduce).
-COMPRESSIONS = ("none", "fp16")
-
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    """Arguments of one training rank (the launcher passes them through)."""
-    from workshop.train.data import DATA_MODES, DATASETS
-    from workshop.train.device import MODES as DEVICES
+    """Arguments of one training rank (the launcher passes them through): ``--run-dir``, the
+    run options that have a ``program_flag`` in :data:`workshop.runspec.RUN_SPEC` (type,
+    default, choices and help from there) and ``--momentum``.
 
+    >>> args = build_parser("t").parse_args(["--run-dir", "r", "--compression", "fp16"])
+    >>> args.compression, args.batch_size, args.data, args.threads
+    ('fp16', 32, 'subset', None)
+    """
     parser = argparse.ArgumentParser(prog=prog, description="One Horovod training rank.")
     parser.add_argument("--run-dir", type=Path, required=True)
-    parser.add_argument("--dataset", default="mnist", choices=DATASETS)
-    # the launcher resolves "auto" before the ranks start (workshop.train.data.prepare)
-    parser.add_argument(
-        "--data", default="subset", choices=[mode for mode in DATA_MODES if mode != "auto"]
-    )
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32, help="per worker")
-    parser.add_argument("--lr", type=float, default=0.01, help="LR at the base batch size")
-    parser.add_argument("--base-batch-size", type=int, default=None)
-    parser.add_argument("--lr-scaling", default="linear", choices=LR_SCALINGS)
-    parser.add_argument("--warmup-epochs", type=float, default=0.0)
+    for option in RUN_SPEC:
+        if option.program_flag is None:
+            continue
+        default, choices = option.default, option.choices
+        if option.field == "data":
+            # the launcher resolves "auto" before the ranks start (workshop.train.data.prepare)
+            default, choices = "subset", tuple(mode for mode in choices if mode != "auto")
+        parser.add_argument(
+            option.program_flag,
+            dest=option.program_flag.removeprefix("--").replace("-", "_"),
+            type=None if option.type is str else option.type,
+            default=default,
+            choices=choices,
+            help=option.help or None,
+        )
     parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--steps-per-epoch", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--threads", type=int, default=None, help="compute threads per rank")
-    parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument(
-        "--compression",
-        default="none",
-        choices=COMPRESSIONS,
-        help="hvd.Compression of the gradients' allreduce",
-    )
-    parser.add_argument(
-        "--backward-passes-per-step",
-        type=int,
-        default=1,
-        help="batches accumulated per allreduce and optimizer step",
-    )
     return parser
 
 

@@ -29,9 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from workshop.paths import cache_dir
-
-DATASETS = ("mnist", "cifar10", "materials")
-DATA_MODES = ("auto", "full", "subset", "synthetic")
+from workshop.runspec import DATA_MODES, DATASETS
 
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_FILES = {

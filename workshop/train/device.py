@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-MODES = ("auto", "cpu", "cuda")
+from workshop.runspec import DEVICES
 
 #: Environment variables that carry a process's rank on its node, by launcher, in lookup order.
 LOCAL_RANK_VARS = (
@@ -123,8 +123,8 @@ def select_device(
         ValueError: an unknown mode or a negative count.
         DeviceError: ``requested="cuda"`` cannot be honoured (the message says why).
     """
-    if requested not in MODES:
-        raise ValueError(f"device must be one of {', '.join(MODES)}, not {requested!r}")
+    if requested not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {requested!r}")
     if local_rank < 0:
         raise ValueError(f"local_rank must be >= 0, got {local_rank}")
     if gpu_count < 0:
