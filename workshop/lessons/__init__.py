@@ -45,14 +45,13 @@ from workshop.lessons.edits import (  # noqa: F401
     write_skeleton,
 )
 from workshop.lessons.replay import (  # noqa: F401
-    CHECK_ARGS,
     check_or_replay,
     keras_pieces,
-    run_check,
     run_or_replay,
     work_dir,
 )
 from workshop.lessons.scripts import (  # noqa: F401
+    CHECK_ARGS,
     NOISE,
     Launch,
     LaunchError,
@@ -60,6 +59,7 @@ from workshop.lessons.scripts import (  # noqa: F401
     horovodrun,
     horovodrun_path,
     python,
+    run_check,
     torchrun,
 )
 

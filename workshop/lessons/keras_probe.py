@@ -201,11 +201,11 @@ def probe(
     pieces: tuple[str, ...] = PIECES + tuple(REPLACEMENTS), timeout_s: float = 180
 ) -> list[dict]:
     """Run every piece's probe under ``horovodrun -np 2`` and judge it."""
-    from workshop import lessons
+    from workshop.lessons import scripts
 
     verdicts = []
     for piece in pieces:
-        run = lessons.horovodrun(__file__, np=2, args=("--piece", piece), timeout_s=timeout_s)
+        run = scripts.horovodrun(__file__, np=2, args=("--piece", piece), timeout_s=timeout_s)
         line = next((ln for ln in run.output.splitlines() if MARKER in ln), None)
         if line is None:
             raise RuntimeError(f"probe {piece}: no {MARKER.strip()} line in:\n{run.output}")

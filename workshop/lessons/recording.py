@@ -17,7 +17,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workshop import lessons
+from workshop.lessons import scripts
 from workshop.paths import data_dir, data_path
 
 FOLDER = ("lessons", "first-program")
@@ -53,20 +53,20 @@ def _provenance() -> dict:
     }
 
 
-def run(name: str, ckpt: str | os.PathLike) -> lessons.Launch:
+def run(name: str, ckpt: str | os.PathLike) -> scripts.Launch:
     """Run the recording ``name`` of :data:`RUNS` for real (checkpoints go to ``ckpt``)."""
     launcher, script, processes, args = RUNS[name]
     args = [a.replace("{ckpt}", str(ckpt)) for a in args]
     if launcher == "python":
-        return lessons.python(script, args)
+        return scripts.python(script, args)
     if launcher == "torchrun":
-        return lessons.torchrun(script, processes, args)
-    return lessons.horovodrun(script, processes, args)
+        return scripts.torchrun(script, processes, args)
+    return scripts.horovodrun(script, processes, args)
 
 
 def record(out_dir: Path, names: list[str] | None = None) -> list[Path]:
     """Run and save the recordings (default: all of :data:`RUNS`, the two checks of
-    :data:`workshop.lessons.CHECK_ARGS`, then the Keras probe)."""
+    :data:`workshop.scripts.CHECK_ARGS`, then the Keras probe)."""
     from workshop.lessons import keras_probe
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -91,11 +91,11 @@ def record(out_dir: Path, names: list[str] | None = None) -> list[Path]:
             path.write_text(json.dumps(payload, indent=2) + "\n")
             print(f"{path}: {done.seconds:.1f} s", flush=True)
             written.append(path)
-    for name in lessons.CHECK_ARGS:
+    for name in scripts.CHECK_ARGS:
         if names is None or name in names:
-            report = lessons.run_check(name)
-            script, args = lessons.CHECK_ARGS[name]
-            # what lessons.run_check ran, as a command line
+            report = scripts.run_check(name)
+            script, args = scripts.CHECK_ARGS[name]
+            # what scripts.run_check ran, as a command line
             command = ["workshop", "check", script, "-np", str(report.np), "--framework", "torch"]
             payload = {
                 "name": name,

@@ -11,14 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.lessons.edits import script_path
-from workshop.lessons.scripts import Launch
+from workshop.lessons.scripts import Launch, run_check
 
 __all__ = [
-    "CHECK_ARGS",
     "check_or_replay",
     "keras_pieces",
-    "run_check",
     "run_or_replay",
     "work_dir",
 ]
@@ -45,35 +42,12 @@ def run_or_replay(name: str, live: bool, *, work_dir: str | os.PathLike = ".") -
     return Launch(found["command"], found["returncode"], found["output"], found["seconds"])
 
 
-#: The arguments ``workshop check`` runs a lesson script with ("{ckpt}": a fresh folder): the
-#: script's defaults (2 epochs, a warmup of 1 epoch in the solution), 10 steps per epoch to
-#: keep it short, and a checkpoint folder so that the saves can be judged.
-CHECK_ARGS = {
-    "check_skeleton": ("hvd_torch_skeleton.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
-    "check_solution": ("hvd_torch_solution.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
-}
-
-
 def work_dir(folder: str | os.PathLike = "") -> Path:
     """The learner's folder for this lesson: ``folder``, or ``runs/my-first-horovod`` (under
     ``$WORKSHOP_RUNS`` when set) when empty."""
     from workshop.paths import runs_dir
 
     return Path(folder) if folder else runs_dir() / "my-first-horovod"
-
-
-def run_check(name: str, script: str | os.PathLike = ""):
-    """Run ``workshop check`` as :data:`CHECK_ARGS` ``name`` says, on ``script`` if given (a
-    learner's file) else on the shipped script; returns the ``check.Report``."""
-    import tempfile
-
-    from workshop import check
-
-    shipped, args = CHECK_ARGS[name]
-    path = Path(script) if script else script_path(shipped)
-    with tempfile.TemporaryDirectory() as ckpt:
-        args = tuple(a.replace("{ckpt}", ckpt) for a in args)
-        return check.check_script(path, np=2, framework="torch", args=args)
 
 
 def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):

@@ -26,6 +26,7 @@ from workshop.launch.ranks import (
 from workshop.lessons.edits import EPOCH_LINE, script_path
 
 __all__ = [
+    "CHECK_ARGS",
     "Launch",
     "LaunchError",
     "NOISE",
@@ -33,6 +34,7 @@ __all__ = [
     "horovodrun",
     "horovodrun_path",
     "python",
+    "run_check",
     "torchrun",
 ]
 
@@ -187,3 +189,26 @@ def epochs(output: str) -> pd.DataFrame:
         raise ValueError(f"no 'epoch N: train loss ...' line in the output:\n{output[-1500:]}")
     table = pd.DataFrame(rows)
     return table.astype({"epoch": int, "steps": int})
+
+
+#: The arguments ``workshop check`` runs a lesson script with ("{ckpt}": a fresh folder): the
+#: script's defaults (2 epochs, a warmup of 1 epoch in the solution), 10 steps per epoch to
+#: keep it short, and a checkpoint folder so that the saves can be judged.
+CHECK_ARGS = {
+    "check_skeleton": ("hvd_torch_skeleton.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
+    "check_solution": ("hvd_torch_solution.py", ("--steps", "10", "--checkpoint", "{ckpt}")),
+}
+
+
+def run_check(name: str, script: str | os.PathLike = ""):
+    """Run ``workshop check`` as :data:`CHECK_ARGS` ``name`` says, on ``script`` if given (a
+    learner's file) else on the shipped script; returns the ``check.Report``."""
+    import tempfile
+
+    from workshop import check
+
+    shipped, args = CHECK_ARGS[name]
+    path = Path(script) if script else script_path(shipped)
+    with tempfile.TemporaryDirectory() as ckpt:
+        args = tuple(a.replace("{ckpt}", ckpt) for a in args)
+        return check.check_script(path, np=2, framework="torch", args=args)
