@@ -87,7 +87,7 @@ def report(results: dict[bool, list[dict[str, float]]], key: str, what: str) -> 
 
 def horovod_run(steps: int, out_dir: Path) -> Callable[[bool], dict[str, float]]:
     """A measure function: one `workshop run` with or without --mpi-profile."""
-    from workshop.launch.run import RunConfig, launch
+    from workshop.launch.run import RunConfig, run_one
 
     counter = iter(range(10_000))
 
@@ -103,7 +103,7 @@ def horovod_run(steps: int, out_dir: Path) -> Callable[[bool], dict[str, float]]
             mpi_profile=profiled,
             data="subset",
         )
-        run_dir = launch(config, out_dir=out_dir, name=f"run{next(counter)}", quiet=True)
+        run_dir = run_one(config, out_dir=out_dir, name=f"run{next(counter)}", quiet=True)
         summary = json.loads((run_dir / "summary.json").read_text())
         run = json.loads((run_dir / "run.json").read_text())
         values = {

@@ -181,7 +181,7 @@ def run_setup_sh(fake_program):
 
 
 class FakeLauncher:
-    """Stands in for :func:`workshop.launch.run.launch`: writes a finished run directory in the
+    """Stands in for :func:`workshop.launch.run.run_one`: writes a finished run directory in the
     documented layout (docs/run-directory.md) whose timings follow a simple model, so sweeps and
     their analyses can be tested without Horovod. Runs named in ``fail`` fail."""
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from workshop.launch.options import add_run_options, config_from_args
-from workshop.launch.run import RunError, launch
+from workshop.launch.run import RunError, run_one
 from workshop.runspec import OPTIONS
 
 
@@ -52,7 +52,7 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
-        run_dir = launch(
+        run_dir = run_one(
             config,
             out_dir=args.out,
             name=args.name,

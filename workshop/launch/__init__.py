@@ -1,12 +1,12 @@
 """Building and running Horovod launches, run directories, job scripts, the MPI profiler.
 
 Notebooks reach everything they launch through this one name (``from workshop import launch``):
-``launch.launch(launch.RunConfig(...))``, ``launch.run_sweep(...)``, ``launch.jobscript``.
+``launch.run_one(launch.RunConfig(...))``, ``launch.run_sweep(...)``, ``launch.jobscript``.
 """
 
 from workshop.launch import jobscript
 from workshop.launch.environment import diagnose_environment
-from workshop.launch.run import RunConfig, RunError, launch
+from workshop.launch.run import RunConfig, RunError, run_one
 from workshop.launch.sweep import run_sweep
 
 __all__ = [
@@ -14,8 +14,8 @@ __all__ = [
     "RunError",
     "diagnose_environment",
     "jobscript",
-    "launch",
     "parallelism",
+    "run_one",
     "run_sweep",
 ]
 

@@ -408,7 +408,7 @@ def _stream(process: subprocess.Popen, log_path: Path, quiet: bool) -> None:
                 print(line[match.end() :], end="", flush=True)
 
 
-def launch(
+def run_one(
     config: RunConfig,
     *,
     out_dir: Path | None = None,

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.launch.run import RunConfig, RunError, RunInterrupted, launch
+from workshop.launch.run import RunConfig, RunError, RunInterrupted, run_one
 from workshop.runspec import GRID_LABELS
 
 
@@ -130,7 +130,7 @@ def run_sweep(
     *,
     command: list[str] | None = None,
     progress: bool = True,
-    launcher: Callable[..., Path] = launch,
+    launcher: Callable[..., Path] = run_one,
 ) -> pd.DataFrame:
     """Run every grid point not yet finished, into ``sweep_dir``; write ``sweep.json``.
 
@@ -143,7 +143,7 @@ def run_sweep(
         grid: RunConfig field -> values.
         command: the user-level command line to record (default ``sys.argv``).
         progress: show a tqdm progress bar.
-        launcher: the function that runs one point (``workshop.launch.run.launch``; tests
+        launcher: the function that runs one point (``workshop.launch.run.run_one``; tests
             pass a stand-in).
 
     Returns:

@@ -1,0 +1,145 @@
+"""The package's shape (issue 21): imports run one way (no circle between modules or between
+sub-packages, function-level imports included), no module over 800 lines, and ``__init__``
+files only hand names on."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import workshop
+
+PACKAGE = Path(workshop.__file__).parent
+MAX_LINES = 800
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _owner(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the workshop modules it imports anywhere (module level or in a function)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                if target.split(".")[0] == "workshop":
+                    owner = _owner(target, modules)
+                    if owner and owner != name:
+                        graph[name].add(owner)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    def top(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        packages.setdefault(top(name), set())
+        packages[top(name)] |= {top(t) for t in targets if top(t) != top(name)}
+    return packages
+
+
+def test_the_circle_finder_finds_circles():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_between_modules_or_sub_packages():
+    graph = import_graph()
+    assert len(graph) > 100  # the scan saw the package
+    assert "workshop.runspec" in graph["workshop.launch.run"]
+    assert circles(graph) == []
+    assert circles(_package_graph(graph)) == []
+
+
+def test_no_module_over_800_lines():
+    long = {
+        str(path.relative_to(PACKAGE.parent)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _hands_names_on(node: ast.stmt) -> bool:
+    """An ``__init__`` statement that only hands names on: the docstring, an import,
+    ``__all__`` / ``__version__``, a table of the names to hand on, or the module
+    ``__getattr__`` / ``__dir__`` that imports them on first use (PEP 562: workshop.io and
+    workshop.launch, so a command that needs one reader does not load them all)."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True
+    if isinstance(node, ast.Assign):
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        tables = (ast.Tuple, ast.List, ast.Dict, ast.DictComp, ast.Constant)
+        return bool(names) and all(
+            n in ("__all__", "__version__") or (n.isupper() and isinstance(node.value, tables))
+            for n in names
+        )
+    return isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__")
+
+
+def test_init_files_only_hand_names_on():
+    code = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("__init__.py"))
+        for node in ast.parse(path.read_text()).body
+        if not _hands_names_on(node)
+    ]
+    assert code == []
+    assert not _hands_names_on(ast.parse("def static_mode():\n    return True").body[0])
