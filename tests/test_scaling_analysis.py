@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workshop.analysis import scaling
+from workshop.analysis import scaling, tuning
 from workshop.io import logs
 from workshop.paths import data_path
 
@@ -167,7 +167,7 @@ def test_tuning_table_orders_by_throughput():
             "samples_per_s": [100.0, 150.0, 170.0, 120.0],
         }
     )
-    table = scaling.tuning_table(runs)
+    table = tuning.tuning_table(runs)
     assert table.iloc[0]["samples_per_s"] == 160
     assert table.iloc[0]["runs"] == 2
     assert table["relative"].iloc[-1] == pytest.approx(100 / 160)

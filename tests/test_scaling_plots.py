@@ -11,10 +11,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from workshop.analysis import commodel, lr, scaling  # noqa: E402
+from workshop.analysis import commodel, lr, scaling, tuning  # noqa: E402
 from workshop.io import logs  # noqa: E402
 from workshop.plot import lr as plot_lr  # noqa: E402
 from workshop.plot import scaling as plot_scaling  # noqa: E402
+from workshop.plot import tuning as plot_tuning  # noqa: E402
 
 
 def two_runs_epochs() -> pd.DataFrame:
@@ -148,7 +149,7 @@ def test_batch_sync_comm_tuning_plots():
     # (2 x 32 / 11.04 ms) / (32 / 10 ms) = 20 / 11.04 = 1.8116
     assert model.get_ydata()[1] == pytest.approx(20 / 11.04, rel=1e-3)
     assert meas.get_xdata().tolist() == [1, 2] and meas.get_ydata().tolist() == [1.0, 1.8]
-    tuning = scaling.tuning_table(
+    table = tuning.tuning_table(
         pd.DataFrame(
             {
                 "fusion_threshold_mb": [0, 64, None],
@@ -157,7 +158,7 @@ def test_batch_sync_comm_tuning_plots():
             }
         )
     )
-    ax = plot_scaling.plot_tuning(tuning)
+    ax = plot_tuning.plot_tuning(table)
     assert [t.get_text() for t in ax.get_yticklabels()][-1] == "64 MB / 5 ms"
 
 
@@ -169,9 +170,9 @@ def test_autotune_plots(tmp_path):
         "0,0,0, 1,5,64,120\n0,0,0, 1,2,16,180\n0,0,0, 1,2,16,180\n"
     )
     tune = logs.read_autotune_log(path)
-    ax = plot_scaling.plot_autotune(tune)
+    ax = plot_tuning.plot_autotune(tune)
     assert "best: 2 ms, 16 MB" in ax.get_legend().get_texts()[0].get_text()
-    ax = plot_scaling.plot_autotune_progress(tune)
+    ax = plot_tuning.plot_autotune_progress(tune)
     assert ax.get_lines()[1].get_ydata().tolist() == [120, 180]
 
 

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from workshop.analysis import lr, scaling
+from workshop.analysis import lr, scaling, tuning
 from workshop.cli import main
 from workshop.io.sweep import read_manifest, read_sweep, run_dirs
 from workshop.paths import data_path
@@ -125,7 +125,7 @@ def test_fusion_sweep_tuning_and_comm_model(capsys):
     folder = data_path("sweeps", "fusion-tuning-mnist")
     runs, _ = read_sweep(folder)
     tuned = runs[runs["fusion_threshold_mb"].notna()]
-    table = scaling.tuning_table(tuned)
+    table = tuning.tuning_table(tuned)
     assert len(table) == 6
     # without tensor fusion (threshold 0) every gradient is negotiated and reduced on its own:
     # the slowest settings on this machine

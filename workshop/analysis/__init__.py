@@ -78,7 +78,6 @@ from workshop.analysis.scaling import (  # noqa: F401
     speedup_table,
     sync_overhead,
     syncs_per_epoch,
-    tuning_table,
 )
 from workshop.analysis.timeline import (  # noqa: F401
     allreduce_overlap,
@@ -106,4 +105,5 @@ from workshop.analysis.tuning import (  # noqa: F401
     gradient_spans,
     knob_effect,
     negotiation_table,
+    tuning_table,
 )

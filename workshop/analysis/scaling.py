@@ -431,35 +431,6 @@ than batch 16): no plateau within batch 16-64.']
     ]
 
 
-def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Compare Horovod tuning knobs (fusion threshold, cycle time) across runs.
-
-    Args:
-        runs: one row per run with ``fusion_threshold_mb``, ``cycle_time_ms`` and
-            ``samples_per_s`` (steady state); optional ``steady_epoch_time_s``.
-
-    Returns:
-        One row per (fusion_threshold_mb, cycle_time_ms), fastest first: the two knobs,
-        ``samples_per_s`` (median), ``runs``, ``relative`` (throughput / the best one).
-
-    Raises:
-        ValueError: if a column is missing.
-    """
-    require_columns(
-        runs, ["fusion_threshold_mb", "cycle_time_ms", "samples_per_s"], "tuning_table"
-    )
-    keys = ["fusion_threshold_mb", "cycle_time_ms"]
-    g = (
-        runs.groupby(keys, dropna=False)["samples_per_s"]
-        .agg(samples_per_s="median", runs="size")
-        .reset_index()
-        .sort_values("samples_per_s", ascending=False)
-        .reset_index(drop=True)
-    )
-    g["relative"] = g["samples_per_s"] / g["samples_per_s"].iloc[0]
-    return g
-
-
 def scaling_findings(
     table: pd.DataFrame,
     overhead: pd.DataFrame | None = None,

@@ -1,6 +1,6 @@
 """Horovod's tuning knobs, measured (lesson 08): what the timeline and the MPI profile of each
-run say about its communication, a knob's effect against the spread of repeated runs, and what
-autotune tried and chose.
+run say about its communication, the throughput of each (fusion threshold, cycle time) tried,
+a knob's effect against the spread of repeated runs, and what autotune tried and chose.
 
 Inputs come from the readers: runs tables from :func:`workshop.io.sweep.read_sweep`,
 :class:`~workshop.io.timeline.Timeline` objects, :class:`~workshop.io.mpitrace.MpiProfile`
@@ -150,6 +150,35 @@ def negotiation_table(profiles: Mapping[str, object], rank: int = 0) -> pd.DataF
             }
         )
     return pd.DataFrame(rows)
+
+
+def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Compare Horovod tuning knobs (fusion threshold, cycle time) across runs.
+
+    Args:
+        runs: one row per run with ``fusion_threshold_mb``, ``cycle_time_ms`` and
+            ``samples_per_s`` (steady state); optional ``steady_epoch_time_s``.
+
+    Returns:
+        One row per (fusion_threshold_mb, cycle_time_ms), fastest first: the two knobs,
+        ``samples_per_s`` (median), ``runs``, ``relative`` (throughput / the best one).
+
+    Raises:
+        ValueError: if a column is missing.
+    """
+    require_columns(
+        runs, ["fusion_threshold_mb", "cycle_time_ms", "samples_per_s"], "tuning_table"
+    )
+    keys = ["fusion_threshold_mb", "cycle_time_ms"]
+    g = (
+        runs.groupby(keys, dropna=False)["samples_per_s"]
+        .agg(samples_per_s="median", runs="size")
+        .reset_index()
+        .sort_values("samples_per_s", ascending=False)
+        .reset_index(drop=True)
+    )
+    g["relative"] = g["samples_per_s"] / g["samples_per_s"].iloc[0]
+    return g
 
 
 def knob_effect(runs: pd.DataFrame, knob: str, metric: str, baseline) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from workshop.analysis import lr as lr_analysis
-from workshop.analysis import scaling
+from workshop.analysis import scaling, tuning
 from workshop.results import json_safe
 
 
@@ -145,7 +145,7 @@ def build_report(paths: list[Path]) -> dict:
     if runs[["fusion_threshold_mb", "cycle_time_ms"]].notna().any(axis=None):
         tuned = runs[runs["np"] > 1].dropna(subset=["samples_per_s"])
         if len(tuned[["fusion_threshold_mb", "cycle_time_ms"]].drop_duplicates()) > 1:
-            report["tuning"] = scaling.tuning_table(tuned)
+            report["tuning"] = tuning.tuning_table(tuned)
     report["lr"] = lr_analysis.lr_findings(runs)
     comm = _comm_model(runs)
     if comm:

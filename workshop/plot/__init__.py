@@ -24,8 +24,6 @@ from workshop.plot.parallelism import (  # noqa: F401
     plot_step_breakdown,
 )
 from workshop.plot.scaling import (  # noqa: F401
-    plot_autotune,
-    plot_autotune_progress,
     plot_batch_size,
     plot_comm_fit,
     plot_efficiency,
@@ -33,7 +31,6 @@ from workshop.plot.scaling import (  # noqa: F401
     plot_prediction,
     plot_speedup,
     plot_sync,
-    plot_tuning,
 )
 from workshop.plot.timeline import (  # noqa: F401
     phase_color,
@@ -44,5 +41,8 @@ from workshop.plot.timeline import (  # noqa: F401
     plot_timeline_gantt,
 )
 from workshop.plot.tuning import (  # noqa: F401
+    plot_autotune,
+    plot_autotune_progress,
     plot_knob_effect,
+    plot_tuning,
 )

@@ -1,7 +1,5 @@
 """Plots of Horovod's tuning knobs (lesson 08): a knob's effect with the spread of repeated
-runs. The fusion/cycle-time grid and the autotune log are drawn by
-:func:`workshop.plot.scaling.plot_tuning`, :func:`~workshop.plot.scaling.plot_autotune` and
-:func:`~workshop.plot.scaling.plot_autotune_progress`.
+runs, the throughput of each (fusion threshold, cycle time) tried, and what autotune tried.
 """
 
 from __future__ import annotations
@@ -11,6 +9,11 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from workshop.plot._axes import _axes
+
+
+def _wide(ax: Axes | None) -> Axes:
+    # the size (and constrained layout) of the scaling plots these sit beside in lesson 08
+    return _axes(ax, (7.5, 4), constrained=True)
 
 
 def plot_knob_effect(
@@ -48,4 +51,65 @@ def plot_knob_effect(
     ax.set_xticks(x, labels)
     ax.set_xlabel(f"{knob} (first: baseline)")
     ax.set_ylabel(metric_label or "median over repeated runs")
+    return ax
+
+
+def plot_tuning(tuning: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Throughput for each (fusion threshold, cycle time) tried, fastest first.
+
+    Args:
+        tuning: from :func:`workshop.analysis.tuning.tuning_table`.
+    """
+    ax = _wide(ax)
+    labels = [
+        f"{'default' if pd.isna(f) else f'{f:g} MB'} / {'default' if pd.isna(c) else f'{c:g} ms'}"
+        for f, c in zip(tuning["fusion_threshold_mb"], tuning["cycle_time_ms"], strict=True)
+    ]
+    ax.barh(labels[::-1], tuning["samples_per_s"].to_numpy()[::-1])
+    ax.set_xlabel("samples/s (all workers)")
+    ax.set_ylabel("fusion threshold / cycle time")
+    return ax
+
+
+def plot_autotune(autotune: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """What Horovod's autotuner tried: cycle time vs fusion threshold, coloured by score,
+    the best setting starred.
+
+    Args:
+        autotune: from :func:`workshop.io.logs.read_autotune_log`.
+    """
+    ax = _wide(ax)
+    samples = autotune[~autotune["final_best"]]
+    points = ax.scatter(
+        samples["cycle_time_ms"],
+        samples["fusion_threshold_mb"],
+        c=samples["score_bytes_per_us"],
+        cmap="viridis",
+        s=40,
+    )
+    best = autotune.loc[autotune["score_bytes_per_us"].idxmax()]
+    ax.scatter(
+        [best["cycle_time_ms"]],
+        [best["fusion_threshold_mb"]],
+        marker="*",
+        s=300,
+        c="C3",
+        label=f"best: {best['cycle_time_ms']:.2g} ms, {best['fusion_threshold_mb']:.3g} MB",
+    )
+    ax.figure.colorbar(points, ax=ax, label="score (bytes/us)")
+    ax.set_xlabel("cycle time (ms)")
+    ax.set_ylabel("fusion threshold (MB)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_autotune_progress(autotune: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Autotune score of each sample in order, and the best so far."""
+    ax = _wide(ax)
+    samples = autotune[~autotune["final_best"]]
+    ax.plot(samples["sample"], samples["score_bytes_per_us"], "o", label="sample score")
+    ax.plot(samples["sample"], samples["best_so_far"], "-", label="best so far")
+    ax.set_xlabel("autotune sample")
+    ax.set_ylabel("score (bytes allreduced / us)")
+    ax.legend(fontsize="small")
     return ax
