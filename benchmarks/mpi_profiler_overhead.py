@@ -111,7 +111,7 @@ def horovod_run(steps: int, out_dir: Path) -> Callable[[bool], dict[str, float]]
             "wall_s": float(run["duration_s"]),
         }
         if profiled:
-            from workshop.io.mpitrace import read_mpitrace
+            from workshop.readers.mpitrace import read_mpitrace
 
             prof = read_mpitrace(run_dir)  # raises if the run wrote no profile
             rank0 = prof.routines[prof.routines["rank"] == 0]

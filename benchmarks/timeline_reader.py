@@ -55,7 +55,7 @@ MEASURED_CODE = (  # git status of these goes into the result's provenance
     "workshop/__init__.py",
     "workshop/cli.py",
     "workshop/commands/timeline.py",
-    "workshop/io",
+    "workshop/readers",
     "benchmarks/timeline_reader.py",
 )
 TARGET_SUMMARY_MB_S = 150
@@ -68,7 +68,7 @@ import json, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "reader":
     import warnings
-    from workshop.io.timeline import read_timeline
+    from workshop.readers.timeline import read_timeline
 else:
     import pandas
 t0 = time.perf_counter()

@@ -33,7 +33,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from workshop import data_path, io
+from workshop import data_path, readers
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -233,7 +233,7 @@ def _busiest_tensor_in_window(names: list[str], window_ms: tuple[float, float]) 
     }["RECORDING"]  # the run directory the notebook analyses when RUN_DIR is empty
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the recorded file's known truncation warning
-        spans = io.read_timeline(data_path(timeline) / "timeline.json").spans
+        spans = readers.read_timeline(data_path(timeline) / "timeline.json").spans
     low_us, high_us = window_ms[0] * 1e3, window_ms[1] * 1e3
     inside_us = spans["end_us"].clip(upper=high_us) - spans["start_us"].clip(lower=low_us)
     visible = inside_us[inside_us > 0].groupby(spans["tensor"].astype(str)).sum()

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from workshop import exercises
-from workshop.io.runs import read_metrics, read_run
 from workshop.lessons import capstone
 from workshop.paths import data_path
+from workshop.readers.runs import read_metrics, read_run
 
 CASES = list(capstone.CASES)
 
@@ -88,9 +88,9 @@ def test_lr_evidence_is_the_ratio_to_the_linear_rule(keys):
 
 def test_fusion_evidence_is_one_response_per_gradient(keys):
     case = capstone.load("case-3")
-    from workshop import analysis, io
+    from workshop import analysis, readers
 
-    gradients = len(analysis.gradient_tensors(io.read_timeline(case.broken).spans))
+    gradients = len(analysis.gradient_tensors(readers.read_timeline(case.broken).spans))
     # fusion off: every gradient is its own response, each step
     assert keys["case-3"].evidence == pytest.approx(gradients, rel=0.05)
     assert capstone.responses_per_step(case.fixed) < gradients / 2

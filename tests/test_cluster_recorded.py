@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import cluster as analysis
-from workshop.io.cluster import read_allreduce_sweep
 from workshop.paths import data_path
+from workshop.readers.cluster import read_allreduce_sweep
 from workshop.rules import ring_allreduce_time_s
 
 ALLREDUCE = data_path("cluster", "allreduce")
@@ -111,7 +111,7 @@ def test_the_inter_node_jump_is_a_per_repeat_ratio():
 
 
 def test_the_placement_runs_ran_where_they_say():
-    from workshop.io.cluster import read_placement_runs
+    from workshop.readers.cluster import read_placement_runs
 
     folder = data_path("cluster", "mnist-placement")
     runs = read_placement_runs(folder)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from workshop.io.runs import read_run
 from workshop.launch import environment
+from workshop.readers.runs import read_run
 
 # A PATH without the virtual environment: what a shell has before `source .venv/bin/activate`.
 BARE_PATH = "/usr/bin:/bin"

@@ -369,7 +369,7 @@ def cobalt_nodefile(ranks_on_node: int) -> str:
 def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
     """The ThetaGPU script, made for 2 CPU ranks on 1 node, run here with the real Open MPI
     mpirun (ThetaGPU's launcher) and a local nodefile: it must produce a normal run directory."""
-    from workshop.io.runs import read_metrics, read_run
+    from workshop.readers.runs import read_metrics, read_run
 
     runs = tmp_path / "runs"
     argv = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop.io.runs import read_metrics, read_run
+from workshop.readers.runs import read_metrics, read_run
 
 pytestmark = pytest.mark.live
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from workshop.io import logs
 from workshop.paths import data_path
+from workshop.readers import logs
 
 SEED000 = ["000-pytorch_cifar10.out.1", "000-pytorch_cifar10.out.2", "000-pytorch_cifar10.out.4"]
 

@@ -9,8 +9,8 @@ import pytest
 
 from workshop.analysis import mpi as analysis
 from workshop.findings import mpi as findings
-from workshop.io.mpitrace import combine_files, parse_mpitrace, read_mpitrace
 from workshop.paths import data_path
+from workshop.readers.mpitrace import combine_files, parse_mpitrace, read_mpitrace
 
 EXERCISE = data_path("mpi", "mpiprof-exercise-np4")
 CPU_TEXT = data_path("mpi", "seed001-thetagpu-cpu", "mpi_profile.thetagpu-cpu.0").read_text()

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from workshop.analysis import mpi as analysis
-from workshop.io.mpitrace import read_mpitrace
+from workshop.readers.mpitrace import read_mpitrace
 
 pytestmark = pytest.mark.live
 

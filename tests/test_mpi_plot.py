@@ -11,9 +11,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from workshop.analysis import mpi as analysis  # noqa: E402
-from workshop.io.mpitrace import read_mpitrace  # noqa: E402
 from workshop.paths import data_path  # noqa: E402
 from workshop.plot import mpi as plots  # noqa: E402
+from workshop.readers.mpitrace import read_mpitrace  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from workshop.analysis import mpi as analysis
 from workshop.findings import mpi as findings
-from workshop.io.mpitrace import MpiTraceError, parse_mpitrace_bytes, read_mpitrace
 from workshop.paths import data_path
+from workshop.readers.mpitrace import MpiTraceError, parse_mpitrace_bytes, read_mpitrace
 
 SAMPLES = {
     "cpu": data_path("mpi", "seed001-thetagpu-cpu", "mpi_profile.thetagpu-cpu.0").read_bytes(),

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workshop.io.mpitrace import (
+from workshop.paths import data_path
+from workshop.readers.mpitrace import (
     MpiTraceError,
     MpiTraceWarning,
     find_profile_files,
@@ -19,7 +20,6 @@ from workshop.io.mpitrace import (
     read_mpitrace_file,
     read_mpitrace_jobs,
 )
-from workshop.paths import data_path
 
 CPU = data_path("mpi", "seed001-thetagpu-cpu")
 GPU = data_path("mpi", "seed001-thetagpu-gpu")
@@ -267,7 +267,7 @@ def test_reading_does_not_change_the_files():
 def test_docstring_examples_run():
     import doctest
 
-    import workshop.io.mpitrace as module
+    import workshop.readers.mpitrace as module
 
     result = doctest.testmod(module)
     assert result.attempted >= 4 and result.failed == 0

@@ -8,9 +8,9 @@ import pytest
 
 from workshop.analysis import mpi as analysis
 from workshop.findings import mpi as findings
-from workshop.io.mpitrace import read_mpitrace
-from workshop.io.runs import read_metrics
 from workshop.paths import data_path
+from workshop.readers.mpitrace import read_mpitrace
+from workshop.readers.runs import read_metrics
 
 RUNS = ["torch-mnist-mpi-ops-np2", "tf-mnist-mpi-ops-np2", "torch-mnist-mpi-ops-cycle20ms-np2"]
 

@@ -11,8 +11,8 @@ import pytest
 
 from workshop.analysis import mpi as analysis
 from workshop.findings import mpi as findings
-from workshop.io.mpitrace import read_mpitrace
 from workshop.paths import data_path
+from workshop.readers.mpitrace import read_mpitrace
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import pytest
 
 from workshop.analysis import mpi as analysis
 from workshop.cli import main
-from workshop.io.mpitrace import read_mpitrace_jobs
 from workshop.paths import data_path
+from workshop.readers.mpitrace import read_mpitrace_jobs
 
 
 def run(capsys, *argv):

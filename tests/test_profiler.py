@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from workshop.cli import main
-from workshop.io.mpitrace import read_mpitrace
 from workshop.launch import profiler
+from workshop.readers.mpitrace import read_mpitrace
 
 # Open MPI is part of the setup: missing tools fail the test (conftest.mpi_tools), no skip.
 needs_mpi = pytest.mark.usefixtures("mpi_tools")

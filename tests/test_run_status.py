@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-from workshop.io.runs import launcher_identity, list_runs, read_run
+from workshop.readers.runs import launcher_identity, list_runs, read_run
 
 
 def _run_dir(root: Path, name: str, status: str, launcher: dict | None) -> Path:

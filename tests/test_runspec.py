@@ -45,9 +45,9 @@ def _literal_lists(tree: ast.AST):
 # or copy: a new option need not appear in them. Each is named by file and names.
 SELECTIONS = {
     # `workshop runs` / doctor: the columns a learner sees first in the list of runs
-    ("workshop/io/runs.py", ("controller", "dataset", "framework", "np")): 2,
+    ("workshop/readers/runs.py", ("controller", "dataset", "framework", "np")): 2,
     # the epochs table: the run's columns the learning-curve analyses group epochs by
-    ("workshop/io/sweep.py", ("batch_size", "lr_scaling", "np")): 1,
+    ("workshop/readers/sweep.py", ("batch_size", "lr_scaling", "np")): 1,
     # summary.json: what rank 0 measured and ran with (np is hvd.size(), device the one used)
     (
         "workshop/train/common.py",
@@ -97,8 +97,8 @@ def test_run_config_is_the_spec():
 def test_consumers_use_the_spec_objects():
     from workshop.analysis import commodel, scaling
     from workshop.commands.jobscript import COMPUTED, RESOLVED
-    from workshop.io import logs
     from workshop.launch import jobscript, options, sweep
+    from workshop.readers import logs
     from workshop.train import common, data, device
 
     assert scaling.GROUP_KEYS is runspec.GROUP_KEYS
@@ -153,7 +153,7 @@ from workshop.analysis import commodel, scaling
 from workshop.cli import build_parser
 from workshop.commands.jobscript import run_flags
 from workshop.commands.sweep import grid_from_args
-from workshop.io.sweep import read_sweep
+from workshop.readers.sweep import read_sweep
 from workshop.launch.options import config_from_args
 from workshop.launch.run import launch_command, train_args
 from workshop.launch.sweep import expand_grid

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import scaling, tuning
-from workshop.io import logs
 from workshop.paths import data_path
+from workshop.readers import logs
 
 SEED000 = ["000-pytorch_cifar10.out.1", "000-pytorch_cifar10.out.2", "000-pytorch_cifar10.out.4"]
 

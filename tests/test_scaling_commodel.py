@@ -100,7 +100,7 @@ def test_predict_scaling_and_compare():
 
 
 def _spans():
-    """Spans as workshop.io.timeline reads them: two tensors fused in one GLOO_ALLREDUCE, then
+    """Spans as workshop.readers.timeline reads them: two tensors fused in one GLOO_ALLREDUCE, then
     one alone; a broadcast that must be ignored."""
     rows = [
         # tensor, kind, name, start, end, dtype, shape

@@ -12,10 +12,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from workshop.analysis import commodel, lr, scaling, tuning  # noqa: E402
-from workshop.io import logs  # noqa: E402
 from workshop.plot import lr as plot_lr  # noqa: E402
 from workshop.plot import scaling as plot_scaling  # noqa: E402
 from workshop.plot import tuning as plot_tuning  # noqa: E402
+from workshop.readers import logs  # noqa: E402
 
 
 def two_runs_epochs() -> pd.DataFrame:

@@ -118,7 +118,7 @@ def test_no_module_over_800_lines():
 def _hands_names_on(node: ast.stmt) -> bool:
     """An ``__init__`` statement that only hands names on: the docstring, an import,
     ``__all__`` / ``__version__``, a table of the names to hand on, or the module
-    ``__getattr__`` / ``__dir__`` that imports them on first use (PEP 562: workshop.io and
+    ``__getattr__`` / ``__dir__`` that imports them on first use (PEP 562: workshop.readers and
     workshop.launch, so a command that needs one reader does not load them all)."""
     if isinstance(node, ast.Import | ast.ImportFrom):
         return True
@@ -143,3 +143,23 @@ def test_init_files_only_hand_names_on():
     ]
     assert code == []
     assert not _hands_names_on(ast.parse("def static_mode():\n    return True").body[0])
+
+
+def test_nothing_binds_io_to_the_workshop_readers():
+    # `from workshop import io` in a notebook shadowed the standard library's io
+    import importlib.util
+    import json
+
+    assert importlib.util.find_spec("workshop.io") is None
+    assert importlib.util.find_spec("workshop.readers") is not None
+    notebooks = sorted((PACKAGE.parent / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    for path in notebooks:
+        for cell in json.loads(path.read_text())["cells"]:
+            source = "".join(cell["source"])
+            for line in source.splitlines():
+                if line.startswith("from workshop import "):
+                    names = {
+                        n.strip() for n in line.removeprefix("from workshop import ").split(",")
+                    }
+                    assert "io" not in names, f"{path.name}: {line}"

@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from workshop.io.sweep import read_sweep
 from workshop.launch import sweep
+from workshop.readers.sweep import read_sweep
 
 
 def test_expand_grid_names_only_varying_keys(sweep_base):

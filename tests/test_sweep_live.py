@@ -7,7 +7,7 @@ import json
 import pytest
 
 from workshop.cli import main
-from workshop.io.sweep import read_sweep
+from workshop.readers.sweep import read_sweep
 
 
 @pytest.mark.live

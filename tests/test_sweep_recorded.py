@@ -11,8 +11,8 @@ import pytest
 
 from workshop.analysis import lr, scaling, tuning
 from workshop.cli import main
-from workshop.io.sweep import read_manifest, read_sweep, run_dirs
 from workshop.paths import data_path
+from workshop.readers.sweep import read_manifest, read_sweep, run_dirs
 
 SWEEPS = [
     "scaling-mnist",
@@ -155,7 +155,7 @@ def test_fusion_sweep_tuning_and_comm_model(capsys):
 
 
 def test_autotune_log_recorded():
-    from workshop.io.logs import read_autotune_log
+    from workshop.readers.logs import read_autotune_log
 
     (run_dir,) = run_dirs(data_path("sweeps", "autotune-mnist"))
     record = json.loads((run_dir / "run.json").read_text())

@@ -14,10 +14,10 @@ import pytest
 
 from workshop.analysis import timeline as A
 from workshop.findings import timeline as F
-from workshop.io.timeline import Timeline, TimelineWarning, read_timeline
 from workshop.paths import data_path
+from workshop.readers.timeline import Timeline, TimelineWarning, read_timeline
 
-pytestmark = pytest.mark.filterwarnings("ignore::workshop.io.timeline.TimelineWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::workshop.readers.timeline.TimelineWarning")
 
 SAMPLES = [
     "tl-torch-gloo-np2",

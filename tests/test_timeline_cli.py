@@ -15,9 +15,9 @@ import pytest
 
 from workshop.analysis.timeline import timeline_summary
 from workshop.cli import main
-from workshop.io.timeline import TimelineWarning, read_timeline
-from workshop.io.timeline.summary import summarize_file
 from workshop.paths import data_dir, data_path
+from workshop.readers.timeline import TimelineWarning, read_timeline
+from workshop.readers.timeline.summary import summarize_file
 
 RUN = "tl-torch-gloo-np2-cycles"
 REQUIRED = {"tensors", "ranks", "ops", "activities_us", "negotiation_us", "backend"}

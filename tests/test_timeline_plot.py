@@ -13,9 +13,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from workshop.analysis import timeline as A  # noqa: E402
-from workshop.io.timeline import TimelineWarning, read_timeline  # noqa: E402
 from workshop.paths import data_path  # noqa: E402
 from workshop.plot import timeline as P  # noqa: E402
+from workshop.readers.timeline import TimelineWarning, read_timeline  # noqa: E402
 
 
 @pytest.fixture(scope="module")

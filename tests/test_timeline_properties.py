@@ -12,8 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workshop.io.timeline import Timeline, TimelineFormatError, TimelineWarning, parse_timeline
 from workshop.paths import data_path
+from workshop.readers.timeline import (
+    Timeline,
+    TimelineFormatError,
+    TimelineWarning,
+    parse_timeline,
+)
 
 SMALL = "tl-torch-gloo-np2"  # ~300 KB: keeps each example fast
 CYCLES = "tl-torch-gloo-np2-cycles"

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workshop.io.timeline import (
+from workshop.paths import data_path
+from workshop.readers.timeline import (
     Timeline,
     TimelineFormatError,
     TimelineWarning,
@@ -24,9 +25,8 @@ from workshop.io.timeline import (
     read_timeline,
     write_timeline,
 )
-from workshop.paths import data_path
 
-pytestmark = pytest.mark.filterwarnings("ignore::workshop.io.timeline.TimelineWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::workshop.readers.timeline.TimelineWarning")
 
 SAMPLES = [
     "tl-torch-gloo-np2",
@@ -450,7 +450,7 @@ def test_string_codes_factorize_like_pandas(size: int, distinct: int) -> None:
     3000 distinct values in 4096 slots share slots, which takes the sorting branch."""
     import pandas as pd
 
-    from workshop.io.timeline.vocab import factorize
+    from workshop.readers.timeline.vocab import factorize
 
     rng = np.random.default_rng(size)
     values = rng.integers(0, 2**63, distinct, dtype=np.uint64)[rng.integers(0, distinct, size)]

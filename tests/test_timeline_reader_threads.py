@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workshop.io.timeline import Timeline, TimelineWarning, parse_timeline, stitch
 from workshop.paths import data_path
+from workshop.readers.timeline import Timeline, TimelineWarning, parse_timeline, stitch
 
 COPIES = 48  # ~0.3 MB each: the data spans several scan chunks (stitch.CHUNK, 4 MiB)
 

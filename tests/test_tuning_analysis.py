@@ -10,7 +10,7 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from workshop import analysis, io
+from workshop import analysis, readers
 from workshop.paths import data_path
 
 matplotlib.use("Agg")
@@ -24,8 +24,8 @@ GRADIENT_BYTES = 80_202 * 4
 def _timelines(*names: str) -> dict:
     with warnings.catch_warnings():
         # open spans at shutdown are expected in these recordings (data/timelines/README.md)
-        warnings.simplefilter("ignore", io.TimelineWarning)
-        return {name: io.read_timeline(data_path("timelines", name)) for name in names}
+        warnings.simplefilter("ignore", readers.TimelineWarning)
+        return {name: readers.read_timeline(data_path("timelines", name)) for name in names}
 
 
 def test_fusion_off_sends_the_same_bytes_in_one_operation_per_tensor():
@@ -55,7 +55,7 @@ def test_ticks_every_step_only_without_the_response_cache():
 
 def test_negotiation_table_reads_the_negotiation_signature():
     profiles = {
-        name: io.read_mpitrace(data_path("mpi", name))
+        name: readers.read_mpitrace(data_path("mpi", name))
         for name in ("torch-mnist-mpi-ops-np2", "torch-mnist-mpi-ops-cycle20ms-np2")
     }
     table = analysis.negotiation_table(profiles).set_index("run")
@@ -95,8 +95,8 @@ def test_knob_effect_compares_ranges_of_repeats():
 
 
 def test_autotune_summary_of_the_recorded_log():
-    (run_dir,) = io.run_dirs(data_path("sweeps", "autotune-mnist"))
-    log = io.read_autotune_log(run_dir / "autotune.csv")
+    (run_dir,) = readers.run_dirs(data_path("sweeps", "autotune-mnist"))
+    log = readers.read_autotune_log(run_dir / "autotune.csv")
     summary = analysis.autotune_summary(log)
     assert summary["samples"] == len(log) - int(log["final_best"].sum())
     assert summary["best_score"] == log["score_bytes_per_us"].max()

@@ -233,7 +233,7 @@ def test_fp16_compression_run_completes(tmp_path, cpu_lock, horovod_ready, tiny_
     log = (tmp_path / "r" / "logs" / "rank.0.log").read_text()
     assert "compression=fp16" in log
     # the gradients went through the allreduce as float16 (the timeline records their dtype)
-    from workshop.io import read_timeline
+    from workshop.readers import read_timeline
 
     spans = read_timeline(tmp_path / "r" / "timeline.json").spans
     grads = spans[(spans["kind"] == "op") & spans["tensor"].astype(str).str.contains("weight")]

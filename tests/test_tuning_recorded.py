@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from workshop import analysis, io
+from workshop import analysis, readers
 from workshop.paths import data_path
 
 # The MNIST model's gradients: 80,202 float32 parameters in 8 tensors (test_tuning_analysis.py).
@@ -18,15 +18,15 @@ GRADIENT_BYTES = 80_202 * 4
 
 
 def _runs(name: str):
-    runs, _ = io.read_sweep(data_path("sweeps", name))
+    runs, _ = readers.read_sweep(data_path("sweeps", name))
     return runs
 
 
 def _comm(runs):
     traced = runs[runs["timeline"]]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", io.TimelineWarning)
-        timelines = {run.run: io.read_timeline(run.path) for run in traced.itertuples()}
+        warnings.simplefilter("ignore", readers.TimelineWarning)
+        timelines = {run.run: readers.read_timeline(run.path) for run in traced.itertuples()}
     # comm_table's steps are the timeline's (all epochs); read_sweep's are per epoch
     table = analysis.comm_table(timelines, traced.set_index("run")["np"])
     return table.merge(traced.drop(columns="steps"), on="run")
@@ -34,7 +34,7 @@ def _comm(runs):
 
 def _profiles(runs):
     return analysis.negotiation_table(
-        {run.run: io.read_mpitrace(run.path) for run in runs.itertuples()}
+        {run.run: readers.read_mpitrace(run.path) for run in runs.itertuples()}
     ).merge(runs)
 
 
@@ -47,7 +47,7 @@ def _profiles(runs):
     ],
 )
 def test_horovod_knobs_reached_horovodrun(name, option, flag):
-    for run_dir in io.run_dirs(data_path("sweeps", name)):
+    for run_dir in readers.run_dirs(data_path("sweeps", name)):
         record = json.loads((run_dir / "run.json").read_text())
         value = record["config"][option]
         argv = record["launch_command"]
@@ -63,7 +63,7 @@ def test_horovod_knobs_reached_horovodrun(name, option, flag):
 )
 def test_training_options_reached_the_ranks(name, option, flag):
     seen = set()
-    for run_dir in io.run_dirs(data_path("sweeps", name)):
+    for run_dir in readers.run_dirs(data_path("sweeps", name)):
         record = json.loads((run_dir / "run.json").read_text())
         value = record["config"][option]
         seen.add(value)

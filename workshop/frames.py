@@ -1,6 +1,6 @@
 """Checks on the DataFrames the package's functions take (one home for every column check).
 
-Pandas only, so every layer (io, analysis, plot, launch) may import it.
+Pandas only, so every layer (readers, analysis, plot, launch) may import it.
 """
 
 from __future__ import annotations

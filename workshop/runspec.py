@@ -11,11 +11,11 @@ changes the work of one step. Everything else is derived from these rows:
 * ``workshop run`` / ``sweep`` / ``jobscript``'s options (:mod:`workshop.launch.options`),
   the training program's arguments (:func:`workshop.train.common.build_parser` and
   :func:`workshop.launch.run.train_args`), the Horovod settings (:data:`HOROVOD_SETTINGS`);
-* the runs table's configuration columns (:data:`TABLE_COLUMNS`, :mod:`workshop.io.sweep`),
+* the runs table's configuration columns (:data:`TABLE_COLUMNS`, :mod:`workshop.readers.sweep`),
   the like-for-like keys of scaling groups (:data:`GROUP_KEYS`,
   :mod:`workshop.analysis.scaling`), the columns that fix a step's work (:data:`WORK_KEYS`,
   :mod:`workshop.analysis.commodel`), and the names of Horovod's autotune log
-  (:mod:`workshop.io.logs`).
+  (:mod:`workshop.readers.logs`).
 
 Adding an option is one row here (plus the code that uses its value);
 ``tests/test_runspec.py`` fails when a consumer keeps a list of its own.
@@ -158,7 +158,8 @@ class RunOption:
         program_flag: the training program's argument that carries it (None: not passed to
             the ranks).
         program_omits_default: the launcher passes it only when it differs from the default.
-        table: a configuration column of the runs table (:func:`workshop.io.sweep.read_sweep`).
+        table: a configuration column of the runs table
+            (:func:`workshop.readers.sweep.read_sweep`).
         added_later: runs recorded before the option existed ran with the default (the runs
             table fills it in for them; other missing options stay empty).
         same_in_group: scaling groups (like-for-like runs that differ only in ``np``) hold it

@@ -18,7 +18,7 @@ def paired_ratios(runs: pd.DataFrame, by: str, metric: str, baseline) -> pd.Data
 
     Args:
         runs: one row per run with ``round``, ``by`` and ``metric`` (one baseline run per
-            round), e.g. :func:`workshop.io.benchmarks.read_benchmark_runs`.
+            round), e.g. :func:`workshop.readers.benchmarks.read_benchmark_runs`.
         by: the column naming the setting (``cycle_time_ms``, ``kind``).
         metric: the measured column (``step_time_ms``, ``samples_per_s``).
         baseline: the value of ``by`` that the others are divided by.

@@ -1,7 +1,7 @@
 """What the emulated cluster's recordings say: the inter-node jump, the ring alpha-beta model on a
 link whose bandwidth is known, hierarchical allreduce, and rank placement.
 
-Input frames come from :mod:`workshop.io.cluster` (``read_allreduce_sweep``,
+Input frames come from :mod:`workshop.readers.cluster` (``read_allreduce_sweep``,
 ``read_placement_runs``). Spreads are over interleaved repeats: every repeat ran each
 configuration once, in the same order, so a repeat's configurations saw the same background
 load, and ratios are taken within a repeat before their min / median / max.
@@ -161,7 +161,8 @@ def placement_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Training throughput by rank placement (e.g. np=2 as 2+0 against 1+1).
 
     Args:
-        runs: :func:`workshop.io.cluster.read_placement_runs` (runs with status ok only count).
+        runs: :func:`workshop.readers.cluster.read_placement_runs` (runs with status ok only
+            count).
 
     Returns:
         One row per (np, placement): ``np``, ``placement``, ``nodes``, ``runs``, ``min``,

@@ -34,7 +34,7 @@ import pandas as pd
 
 from workshop.analysis.scaling import scaling_groups, speedup_table
 from workshop.frames import require_columns
-from workshop.io.timeline.model import DTYPE_BYTES
+from workshop.readers.timeline.model import DTYPE_BYTES
 from workshop.rules import ring_allreduce_time_s
 from workshop.runspec import OPTIONS, WORK_KEYS
 
@@ -56,7 +56,7 @@ def allreduce_ops(spans: pd.DataFrame, np_workers: int) -> pd.DataFrame:
     op span) and whose duration runs from the first start to the last end.
 
     Args:
-        spans: ``Timeline.spans`` from :func:`workshop.io.timeline.read_timeline` (columns
+        spans: ``Timeline.spans`` from :func:`workshop.readers.timeline.read_timeline` (columns
             ``tensor``, ``kind``, ``name``, ``start_us``, ``end_us``, ``dtype``, ``shape``).
         np_workers: the run's worker count (the timeline does not record it).
 
@@ -362,11 +362,11 @@ def comm_model_vs_measurement(
     ``workshop scaling report`` and notebook 06 both call this function.
 
     Args:
-        runs: the runs table of :func:`workshop.io.sweep.read_sweep` (``run``, ``np``,
+        runs: the runs table of :func:`workshop.readers.sweep.read_sweep` (``run``, ``np``,
             ``steps``, ``epochs_done``, ``steady_epoch_time_s``, ``batch_size``, ``dataset``,
             ``fusion_threshold_mb``, ``cycle_time_ms`` and the other configuration columns).
         spans_by_run: run name -> ``Timeline.spans`` of that run's ``timeline.json`` (read
-            with :func:`workshop.io.timeline.read_timeline`); runs with np < 2 are ignored.
+            with :func:`workshop.readers.timeline.read_timeline`); runs with np < 2 are ignored.
         quantile: passed to :func:`fit_alpha_beta`.
         nps: worker counts to predict.
         strict: raise ``ValueError`` when there is nothing to fit or the fit or the

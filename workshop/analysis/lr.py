@@ -10,7 +10,7 @@ the test error is an order of magnitude worse than at 75). The remedies the work
 * gradual warmup: ramp from the base lr to the scaled lr over the first epochs, so the large
   lr does not blow up the still-random network.
 
-Inputs are the runs / epochs DataFrames of :func:`workshop.io.sweep.read_sweep`.
+Inputs are the runs / epochs DataFrames of :func:`workshop.readers.sweep.read_sweep`.
 """
 
 from __future__ import annotations

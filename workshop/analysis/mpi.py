@@ -1,4 +1,4 @@
-"""What an MPI profile (:class:`workshop.io.mpitrace.MpiProfile`) says about a Horovod run.
+"""What an MPI profile (:class:`workshop.readers.mpitrace.MpiProfile`) says about a Horovod run.
 
 * :func:`comm_fraction`: the share of each rank's run time spent inside MPI calls, summed over
   all threads. In a Horovod run most of these calls come from Horovod's background thread,
@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from workshop.frames import require_columns
-from workshop.io.mpitrace import MpiProfile
+from workshop.readers.mpitrace import MpiProfile
 from workshop.results import json_safe
 from workshop.units import format_bytes
 
@@ -531,7 +531,7 @@ def comm_vs_training(
 
     Args:
         profile: the job's profile.
-        metrics: the run's per-epoch metrics (:func:`workshop.io.runs.read_metrics`), with
+        metrics: the run's per-epoch metrics (:func:`workshop.readers.runs.read_metrics`), with
             ``train_time_s`` and ``steps``.
         rank: the rank (default: 0, or the lowest rank with a file).
 
@@ -549,7 +549,7 @@ def comm_vs_training(
         ("train_time_s", "steps"),
         "comm_vs_training",
         frame="metrics",
-        hint="pass workshop.io.read_metrics(run_dir)",
+        hint="pass workshop.readers.read_metrics(run_dir)",
     )
     steps = int(metrics["steps"].sum())
     if steps <= 0:

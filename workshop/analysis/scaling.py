@@ -513,7 +513,7 @@ def scaling_groups(runs: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
     framework, dataset, per-worker batch, LR rule, step cap, Horovod knobs.
 
     Args:
-        runs: from :func:`workshop.io.sweep.read_sweep` (any of :data:`GROUP_KEYS` present are
+        runs: from :func:`workshop.readers.sweep.read_sweep` (any of :data:`GROUP_KEYS` present are
             used; missing ones are ignored).
 
     Returns:

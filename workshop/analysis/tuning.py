@@ -2,9 +2,10 @@
 run say about its communication, the throughput of each (fusion threshold, cycle time) tried,
 a knob's effect against the spread of repeated runs, and what autotune tried and chose.
 
-Inputs come from the readers: runs tables from :func:`workshop.io.sweep.read_sweep`,
-:class:`~workshop.io.timeline.Timeline` objects, :class:`~workshop.io.mpitrace.MpiProfile`
-objects and autotune logs from :func:`workshop.io.logs.read_autotune_log`.
+Inputs come from the readers: runs tables from :func:`workshop.readers.sweep.read_sweep`,
+:class:`~workshop.readers.timeline.Timeline` objects,
+:class:`~workshop.readers.mpitrace.MpiProfile` objects and autotune logs from
+:func:`workshop.readers.logs.read_autotune_log`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def comm_table(
     """How each run's gradients were communicated, from its Horovod timeline.
 
     Args:
-        timelines: run name -> :class:`~workshop.io.timeline.Timeline`.
+        timelines: run name -> :class:`~workshop.readers.timeline.Timeline`.
         np_workers: the runs' worker count, one for all or per run name.
 
     Returns:
@@ -100,7 +101,7 @@ def negotiation_table(profiles: Mapping[str, object], rank: int = 0) -> pd.DataF
     ``response_cache.cc``, ``mpi/mpi_controller.cc``).
 
     Args:
-        profiles: run name -> :class:`~workshop.io.mpitrace.MpiProfile`.
+        profiles: run name -> :class:`~workshop.readers.mpitrace.MpiProfile`.
         rank: the rank whose file is read.
 
     Returns:
@@ -190,7 +191,7 @@ def knob_effect(runs: pd.DataFrame, knob: str, metric: str, baseline) -> pd.Data
 
     Args:
         runs: one row per run, with ``knob`` and ``metric`` columns (e.g. from
-            :func:`workshop.io.sweep.read_sweep`); repeats share the knob value.
+            :func:`workshop.readers.sweep.read_sweep`); repeats share the knob value.
         knob: the column that varies, e.g. ``"cache_capacity"``.
         metric: the measured column, e.g. ``"samples_per_s"``.
         baseline: the knob value the others are compared with (e.g. Horovod's default).
@@ -230,7 +231,7 @@ def autotune_summary(autotune: pd.DataFrame) -> dict:
     """What Horovod's autotuner tried, what it chose and what it gained, by its own score.
 
     Args:
-        autotune: from :func:`workshop.io.logs.read_autotune_log`.
+        autotune: from :func:`workshop.readers.logs.read_autotune_log`.
 
     Returns:
         ``samples`` (settings scored; Horovod's final "best" line not counted), ``settings``

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from workshop.analysis import mpi as analysis
 from workshop.findings import mpi as findings
-from workshop.io.mpitrace import (
+from workshop.readers.mpitrace import (
     FILE_NAME,
     MpiProfile,
     MpiTraceError,
@@ -105,7 +105,7 @@ def _load(path: str, job: str | None) -> tuple[list[str], MpiProfile]:
 def _metrics(path: str):
     """The run's per-epoch metrics when PATH is a run directory with training steps, else None
     (the report then cannot put MPI time against training time)."""
-    from workshop.io.runs import read_metrics
+    from workshop.readers.runs import read_metrics
 
     if not (Path(path) / "metrics.jsonl").is_file():
         return None

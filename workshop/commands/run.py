@@ -13,7 +13,7 @@ from workshop.runspec import OPTIONS
 
 def summarize(run_dir: Path) -> str:
     """A few lines on a finished run: epoch times, samples/s, files written."""
-    from workshop.io.runs import read_metrics, read_run
+    from workshop.readers.runs import read_metrics, read_run
 
     run = read_run(run_dir)
     metrics = read_metrics(run_dir)

@@ -58,7 +58,7 @@ def _per_np(frame: pd.DataFrame, column: str) -> dict[str, float | None]:
 
 def _load(paths: list[Path]) -> dict:
     """Read the inputs into {kind, runs?, epochs?, table}. Raises ValueError/FileNotFoundError."""
-    from workshop.io import logs
+    from workshop.readers import logs
 
     for path in paths:
         if not path.exists():
@@ -66,7 +66,7 @@ def _load(paths: list[Path]) -> dict:
     if len(paths) == 1 and paths[0].is_dir():
         folder = paths[0]
         if (folder / "run.json").exists() or any(folder.glob("*/run.json")):
-            from workshop.io.sweep import read_sweep
+            from workshop.readers.sweep import read_sweep
 
             runs, epochs = read_sweep(folder)
             return {"kind": "runs", "runs": runs, "epochs": epochs}
@@ -82,7 +82,7 @@ def _load(paths: list[Path]) -> dict:
 
 def _folder_logs(folder: Path) -> list[Path]:
     """The epoch logs, or the result tables, of a folder without run directories."""
-    from workshop.io import logs
+    from workshop.readers import logs
 
     found = logs.find_logs(folder)
     if found["epoch_logs"] and found["tables"]:
@@ -158,7 +158,7 @@ def _comm_model(runs: pd.DataFrame) -> dict | None:
     import warnings
 
     from workshop.analysis import commodel
-    from workshop.io.timeline import read_timeline
+    from workshop.readers.timeline import read_timeline
 
     spans = {}
     for row in runs.itertuples():

@@ -54,12 +54,12 @@ def register(subparsers: Any) -> None:
 def _read(path: str, *, summary: bool = False) -> Any:
     """Read the timeline (or with ``summary``, only its summary numbers, without pandas),
     printing warnings on stderr; None (after a message) on failure."""
-    from workshop.io.timeline.model import TimelineFormatError, TimelineWarning
+    from workshop.readers.timeline.model import TimelineFormatError, TimelineWarning
 
     if summary:
-        from workshop.io.timeline.summary import summarize_file as read
+        from workshop.readers.timeline.summary import summarize_file as read
     else:
-        from workshop.io.timeline import read_timeline as read
+        from workshop.readers.timeline import read_timeline as read
 
     p = Path(path)
     size = p.stat().st_size if p.is_file() else 0
@@ -109,7 +109,7 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from workshop.io.timeline import write_timeline
+    from workshop.readers.timeline import write_timeline
 
     out = Path(args.output)
     if out.exists():

@@ -19,7 +19,7 @@ from workshop.analysis.mpi import (
     load_imbalance,
     negotiation_signature,
 )
-from workshop.io.mpitrace import MpiProfile
+from workshop.readers.mpitrace import MpiProfile
 from workshop.units import format_bytes
 
 __all__ = ["mpi_findings"]

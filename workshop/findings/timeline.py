@@ -27,7 +27,7 @@ from workshop.analysis.timeline import (
 from workshop.units import format_bytes
 
 if TYPE_CHECKING:
-    from workshop.io.timeline import Timeline
+    from workshop.readers.timeline import Timeline
 
 __all__ = ["timeline_findings"]
 

@@ -34,13 +34,14 @@ def _probe_horovod(framework: str) -> dict:
 
 def run_overview(root: Path | None = None) -> dict:
     """The runs under ``root`` (default: where ``workshop run`` writes) by status, naming the
-    stale ones (launcher killed before it recorded the end: :func:`workshop.io.runs.stale_reason`).
+    stale ones (launcher killed before it recorded the end:
+    :func:`workshop.readers.runs.stale_reason`).
 
     Returns:
         ``folder``, ``by_status`` ({status: count}), ``stale`` (list of {``path``, ``reason``}).
     """
-    from workshop.io.runs import list_runs
     from workshop.paths import runs_dir
+    from workshop.readers.runs import list_runs
 
     root = root or runs_dir()
     runs = list_runs(root)

@@ -3,7 +3,7 @@
 The profiler is a small PMPI interposition library: preloaded into every rank
 (``LD_PRELOAD``), it counts the calls, bytes and time of the MPI routines and at
 ``MPI_Finalize`` writes ``mpi_profile.<jobid>.<rank>`` files in the layout of IBM's mpitrace,
-which :func:`workshop.io.mpitrace.read_mpitrace` reads back.
+which :func:`workshop.readers.mpitrace.read_mpitrace` reads back.
 
 The library is compiled with ``mpicc`` on first use into
 ``workshop.paths.cache_dir()/lib/libmpiprof-<key>.so``, where ``<key>`` is a hash of the C

@@ -25,10 +25,10 @@ from importlib import metadata
 from pathlib import Path
 
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
-from workshop.io.runs import launcher_identity
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.paths import runs_dir
+from workshop.readers.runs import launcher_identity
 from workshop.runspec import (
     FRAMEWORK_PROGRAMS,
     RUN_SPEC,

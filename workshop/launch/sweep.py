@@ -283,7 +283,7 @@ def summarize(sweep_dir: str | Path, manifest: dict | None = None) -> pd.DataFra
     Raises:
         FileNotFoundError: if the folder has no sweep.json and no manifest is given.
     """
-    from workshop.io.runs import read_metrics, read_summary
+    from workshop.readers.runs import read_metrics, read_summary
 
     sweep_dir = Path(sweep_dir)
     if manifest is None:

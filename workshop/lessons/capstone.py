@@ -421,9 +421,9 @@ def load(case: str, root: Path | str | None = None) -> Case:
 def responses_per_step(run_dir: Path | str) -> float:
     """Gradient allreduce responses per training step: responses (fusion groups) that carry
     a gradient, divided by the training steps (``analysis.step_starts``)."""
-    from workshop import analysis, io
+    from workshop import analysis, readers
 
-    tl = io.read_timeline(run_dir)
+    tl = readers.read_timeline(run_dir)
     grads = set(analysis.gradient_tensors(tl.spans))
     groups = analysis.fusion_groups(tl.spans)
     carries = groups["names"].map(lambda names: bool(grads & set(names.split(";"))))
@@ -433,9 +433,9 @@ def responses_per_step(run_dir: Path | str) -> float:
 def gradient_ticks(run_dir: Path | str) -> pd.DataFrame:
     """The readiness ticks (``Timeline.ticks``) of the gradients' negotiations: start-up's
     broadcasts and the metrics' allreduces left out."""
-    from workshop import analysis, io
+    from workshop import analysis, readers
 
-    tl = io.read_timeline(run_dir)
+    tl = readers.read_timeline(run_dir)
     return tl.ticks[tl.ticks["tensor"].astype(str).isin(analysis.gradient_tensors(tl.spans))]
 
 
@@ -451,9 +451,9 @@ def straggler_lateness_ms(run_dir: Path | str) -> float:
 def cycle_interval_ms(run_dir: Path | str) -> float:
     """The median time between the starts of consecutive background cycles, in ms (the
     timeline's ``CYCLE_START`` marks, ``--mark-cycles``)."""
-    from workshop import io
+    from workshop import readers
 
-    cycles = io.read_timeline(run_dir).cycles
+    cycles = readers.read_timeline(run_dir).cycles
     if len(cycles) < 2:
         raise ValueError(f"{run_dir}: the timeline has no cycle marks (record with --mark-cycles)")
     return float(np.median(np.diff(cycles["start_us"].to_numpy())) / 1e3)
@@ -462,7 +462,7 @@ def cycle_interval_ms(run_dir: Path | str) -> float:
 def lr_ratio(run_dir: Path | str) -> float:
     """The learning rate the run used (its last epoch, metrics.jsonl) divided by the one the
     linear scaling rule gives for its global batch (run.json's configuration)."""
-    from workshop.io.runs import read_metrics, read_run
+    from workshop.readers.runs import read_metrics, read_run
     from workshop.rules import scaled_lr
 
     config = read_run(run_dir)["config"]
@@ -560,7 +560,7 @@ def parts(answer, key: AnswerKey) -> dict[str, bool] | None:
 def steady_samples_per_s(run_dir: Path | str) -> float:
     """Training throughput after the first epoch (start-up and warm-up left out): samples of
     epochs 2.. divided by their training time (metrics.jsonl)."""
-    from workshop.io.runs import read_metrics
+    from workshop.readers.runs import read_metrics
 
     later = read_metrics(run_dir).iloc[1:]
     if later.empty:
@@ -570,7 +570,7 @@ def steady_samples_per_s(run_dir: Path | str) -> float:
 
 def final_test_accuracy(run_dir: Path | str) -> float:
     """The test accuracy after the last epoch (metrics.jsonl)."""
-    from workshop.io.runs import read_metrics
+    from workshop.readers.runs import read_metrics
 
     return float(read_metrics(run_dir)["test_accuracy"].iloc[-1])
 

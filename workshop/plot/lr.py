@@ -1,7 +1,7 @@
 """Plots for the batch-size and learning-rate experiments: accuracy curves by LR rule (vs epoch
 and vs wall time), accuracy vs batch size, LR schedules, the train/test gap.
 
-Inputs come from :func:`workshop.io.sweep.read_sweep` and :mod:`workshop.analysis.lr`.
+Inputs come from :func:`workshop.readers.sweep.read_sweep` and :mod:`workshop.analysis.lr`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def plot_accuracy_curves(
     """Test accuracy of each run vs epoch or vs training time.
 
     Args:
-        epochs: from :func:`workshop.io.sweep.read_sweep` (``run``, ``epoch``, ``elapsed_s``,
+        epochs: from :func:`workshop.readers.sweep.read_sweep` (``run``, ``epoch``, ``elapsed_s``,
             ``test_accuracy``, ``global_batch_size``, ``lr_scaling``, ``warmup_epochs``).
         x: ``epoch`` or ``elapsed_s`` (seed 003: the curves look alike against time).
         y: the metric column to draw.

@@ -2,7 +2,7 @@
 the alpha-beta communication model, tuning knobs and Horovod's autotune log.
 
 Every function takes DataFrames from :mod:`workshop.analysis.scaling` /
-:mod:`workshop.analysis.commodel` / :func:`workshop.io.logs.read_autotune_log` and returns the
+:mod:`workshop.analysis.commodel` / :func:`workshop.readers.logs.read_autotune_log` and returns the
 matplotlib Axes it drew on.
 """
 

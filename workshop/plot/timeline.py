@@ -1,4 +1,4 @@
-"""Plots of Horovod timelines (matplotlib). Each takes what :mod:`workshop.io.timeline` or
+"""Plots of Horovod timelines (matplotlib). Each takes what :mod:`workshop.readers.timeline` or
 :mod:`workshop.analysis.timeline` returns and draws it; no analysis happens here."""
 
 from __future__ import annotations

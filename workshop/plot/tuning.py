@@ -76,7 +76,7 @@ def plot_autotune(autotune: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     the best setting starred.
 
     Args:
-        autotune: from :func:`workshop.io.logs.read_autotune_log`.
+        autotune: from :func:`workshop.readers.logs.read_autotune_log`.
     """
     ax = _wide(ax)
     samples = autotune[~autotune["final_best"]]

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from workshop import analysis, plot
-from workshop.io.timeline import Timeline
+from workshop.readers.timeline import Timeline
 
 
 def static_mode() -> bool:

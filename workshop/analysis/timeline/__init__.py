@@ -1,5 +1,5 @@
-"""Analyses of Horovod timelines: DataFrames from :func:`workshop.io.timeline.read_timeline` in,
-DataFrames out.
+"""Analyses of Horovod timelines: DataFrames from
+:func:`workshop.readers.timeline.read_timeline` in, DataFrames out.
 
 **Tensor time.** Totals are microseconds of *tensor time*: the durations of the spans of every
 tensor, summed over tensors. Horovod handles many tensors at once (8 gradients negotiated in the

@@ -18,7 +18,7 @@ from workshop.analysis.timeline.steps import step_starts
 from workshop.frames import require_columns
 
 if TYPE_CHECKING:
-    from workshop.io.timeline import Timeline
+    from workshop.readers.timeline import Timeline
 
 __all__ = [
     "OVERLAP_COLUMNS",

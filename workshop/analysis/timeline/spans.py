@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from workshop.frames import require_columns
-from workshop.io.timeline import DTYPE_BYTES
-from workshop.io.timeline.libraries import library_of
+from workshop.readers.timeline import DTYPE_BYTES
+from workshop.readers.timeline.libraries import library_of
 
 __all__ = [
     "SHAPE_NUMBERS",
@@ -38,7 +38,7 @@ TICK_COLUMNS = ("tensor", "pid", "negotiation", "rank", "ts_us", "lateness_us")
 def from_timeline(frame: str) -> dict[str, str]:
     """The arguments of :func:`workshop.frames.require_columns` for a Timeline's ``frame``
     (``spans``, ``ticks``, ``cycles``...): the message names it and where it comes from."""
-    return {"frame": frame, "hint": f"pass Timeline.{frame} from workshop.io.read_timeline"}
+    return {"frame": frame, "hint": f"pass Timeline.{frame} from workshop.readers.read_timeline"}
 
 
 # ---------------------------------------------------------------------------------------------

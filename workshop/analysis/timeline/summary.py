@@ -15,7 +15,7 @@ from workshop.analysis.timeline.spans import backend, fusion_groups, negotiation
 from workshop.analysis.timeline.steps import step_starts
 
 if TYPE_CHECKING:
-    from workshop.io.timeline import Timeline
+    from workshop.readers.timeline import Timeline
 
 __all__ = ["compare_timelines", "timeline_summary"]
 

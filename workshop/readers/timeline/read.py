@@ -10,11 +10,11 @@ import os
 import re
 from pathlib import Path
 
-from workshop.io.timeline.events import Events
-from workshop.io.timeline.model import Timeline, TimelineFormatError
-from workshop.io.timeline.records import Reader
-from workshop.io.timeline.source import Source, from_bytes, open_file
-from workshop.io.timeline.stitch import scan
+from workshop.readers.timeline.events import Events
+from workshop.readers.timeline.model import Timeline, TimelineFormatError
+from workshop.readers.timeline.records import Reader
+from workshop.readers.timeline.source import Source, from_bytes, open_file
+from workshop.readers.timeline.stitch import scan
 
 UTF8_BOM = b"\xef\xbb\xbf"
 HEAD_BYTES = 4096  # where the array (or the traceEvents key right after '{') must begin
@@ -84,7 +84,7 @@ def parse_timeline(data: bytes | str, *, source: str = "<bytes>") -> Timeline:
 
 
 def _build(rd: Reader, events: Events) -> Timeline:
-    from workshop.io.timeline.frames import build_timeline  # pandas, only now
+    from workshop.readers.timeline.frames import build_timeline  # pandas, only now
 
     return build_timeline(rd, events)
 

@@ -8,8 +8,8 @@ import json
 import re
 from typing import Any
 
-from workshop.io.timeline.source import Source
-from workshop.io.timeline.vocab import Vocab
+from workshop.readers.timeline.source import Source
+from workshop.readers.timeline.vocab import Vocab
 
 META_HEAD = re.compile(
     rb'\{"name": "(process_name|process_sort_index)", "ph": "M", "pid": (\d+), "args": \{'

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from workshop.io.timeline.events import Events
-from workshop.io.timeline.records import Reader
+from workshop.readers.timeline.events import Events
+from workshop.readers.timeline.records import Reader
 
 NEGOTIATE = "NEGOTIATE_"  # prefix of negotiation span names: NEGOTIATE_ALLREDUCE ...
 CYCLE_START = "CYCLE_START"  # the instant HOROVOD_TIMELINE_MARK_CYCLES=1 adds

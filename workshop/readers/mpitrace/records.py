@@ -1,7 +1,7 @@
 """What a profile is once read: the errors and warnings of the reader, one rank's file
 (:class:`ProfileFile`) and one job's files combined (:class:`MpiProfile`).
 
-The file format and what the reader keeps: see :mod:`workshop.io.mpitrace`.
+The file format and what the reader keeps: see :mod:`workshop.readers.mpitrace`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from workshop.io.timeline.columns import (
+from workshop.readers.timeline.columns import (
     KIND_OP,
     NEGOTIATE,
     Spans,
@@ -25,9 +25,9 @@ from workshop.io.timeline.columns import (
     negotiation_names,
     tables,
 )
-from workshop.io.timeline.events import Events
-from workshop.io.timeline.model import Timeline, TimelineWarning
-from workshop.io.timeline.records import Reader
+from workshop.readers.timeline.events import Events
+from workshop.readers.timeline.model import Timeline, TimelineWarning
+from workshop.readers.timeline.records import Reader
 
 KINDS = pd.CategoricalDtype(["negotiate", "op", "activity"])  # codes: columns.KIND_*
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workshop.io.timeline.events import Events
-from workshop.io.timeline.vocab import HashedStrings, Vocab, hash_strings
-from workshop.io.timeline.words import Words, decimals, low_bytes, quoted_strings
+from workshop.readers.timeline.events import Events
+from workshop.readers.timeline.vocab import HashedStrings, Vocab, hash_strings
+from workshop.readers.timeline.words import Words, decimals, low_bytes, quoted_strings
 
 BATCH = 1 << 17  # record candidates per vectorised batch
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.io.runs import read_metrics, read_run, read_summary
+from workshop.readers.runs import read_metrics, read_run, read_summary
 from workshop.runspec import TABLE_COLUMNS, TABLE_DEFAULTS
 
 

@@ -1,7 +1,7 @@
 """The text of mpitrace's ``mpi_profile.JOBID.RANK`` files, parsed into a :class:`ProfileFile`
 (the grammar: regular expressions per line kind, and a line-by-line parser).
 
-The file format and what the reader keeps: see :mod:`workshop.io.mpitrace`.
+The file format and what the reader keeps: see :mod:`workshop.readers.mpitrace`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from workshop.io.mpitrace.records import MpiTraceError, MpiTraceWarning, ProfileFile, _Handler
+from workshop.readers.mpitrace.records import MpiTraceError, MpiTraceWarning, ProfileFile, _Handler
 
 __all__ = ["FILE_NAME", "parse_mpitrace", "parse_mpitrace_bytes", "read_mpitrace_file"]
 

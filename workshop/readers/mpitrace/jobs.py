@@ -1,7 +1,7 @@
 """Finding profile files, grouping them by job, and combining one job's files into an
 :class:`MpiProfile` (the readers' entry points).
 
-The file format and what the reader keeps: see :mod:`workshop.io.mpitrace`.
+The file format and what the reader keeps: see :mod:`workshop.readers.mpitrace`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.io.mpitrace.parse import FILE_NAME, read_mpitrace_file
-from workshop.io.mpitrace.records import ROLES, MpiProfile, MpiTraceError, ProfileFile
+from workshop.readers.mpitrace.parse import FILE_NAME, read_mpitrace_file
+from workshop.readers.mpitrace.records import ROLES, MpiProfile, MpiTraceError, ProfileFile
 
 __all__ = ["combine_files", "find_profile_files", "read_mpitrace", "read_mpitrace_jobs"]
 

@@ -34,14 +34,14 @@ The stages, one module each:
 * :mod:`.write`: a valid, closed copy for chrome://tracing and Perfetto.
 """
 
-from workshop.io.timeline.model import (
+from workshop.readers.timeline.model import (
     DTYPE_BYTES,
     Timeline,
     TimelineFormatError,
     TimelineWarning,
 )
-from workshop.io.timeline.read import parse_timeline, read_timeline
-from workshop.io.timeline.write import write_timeline
+from workshop.readers.timeline.read import parse_timeline, read_timeline
+from workshop.readers.timeline.write import write_timeline
 
 __all__ = [
     "DTYPE_BYTES",

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from workshop.io.timeline.columns import (
+from workshop.readers.timeline.columns import (
     KIND_ACTIVITY,
     KIND_NEGOTIATE,
     KIND_OP,
@@ -25,11 +25,11 @@ from workshop.io.timeline.columns import (
     distinct,
     tables,
 )
-from workshop.io.timeline.libraries import library_of
-from workshop.io.timeline.model import TimelineWarning
-from workshop.io.timeline.read import scan_events, timeline_path
-from workshop.io.timeline.records import Reader
-from workshop.io.timeline.source import open_file
+from workshop.readers.timeline.libraries import library_of
+from workshop.readers.timeline.model import TimelineWarning
+from workshop.readers.timeline.read import scan_events, timeline_path
+from workshop.readers.timeline.records import Reader
+from workshop.readers.timeline.source import open_file
 
 
 def summarize_file(path: str | os.PathLike[str], *, progress: bool = False) -> dict[str, Any]:

@@ -20,7 +20,7 @@ file and line. Memory is reported in MiB in both layouts (mpitrace's "MBytes" is
 divided by 1024), in columns named ``mem_mb``.
 
 Example:
-    >>> from workshop.io.mpitrace import read_mpitrace
+    >>> from workshop.readers.mpitrace import read_mpitrace
     >>> from workshop.paths import data_path
     >>> prof = read_mpitrace(data_path("mpi", "seed001-thetagpu-cpu"))
     >>> prof.ntasks, prof.ranks
@@ -29,19 +29,19 @@ Example:
     8161
 """
 
-from workshop.io.mpitrace.jobs import (  # noqa: F401
+from workshop.readers.mpitrace.jobs import (  # noqa: F401
     combine_files,
     find_profile_files,
     read_mpitrace,
     read_mpitrace_jobs,
 )
-from workshop.io.mpitrace.parse import (  # noqa: F401
+from workshop.readers.mpitrace.parse import (  # noqa: F401
     FILE_NAME,
     parse_mpitrace,
     parse_mpitrace_bytes,
     read_mpitrace_file,
 )
-from workshop.io.mpitrace.records import (  # noqa: F401
+from workshop.readers.mpitrace.records import (  # noqa: F401
     ROLES,
     MpiProfile,
     MpiTraceError,

@@ -12,10 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from workshop.io.timeline.events import Events, Store, concat
-from workshop.io.timeline.records import Reader
-from workshop.io.timeline.scanner import LONGEST_RECORD_CHECKED, Found, find_records, give_codes
-from workshop.io.timeline.words import Words
+from workshop.readers.timeline.events import Events, Store, concat
+from workshop.readers.timeline.records import Reader
+from workshop.readers.timeline.scanner import (
+    LONGEST_RECORD_CHECKED,
+    Found,
+    find_records,
+    give_codes,
+)
+from workshop.readers.timeline.words import Words
 
 CHUNK = 1 << 22  # bytes per scan task (cache-sized)
 THREADS = min(2, os.cpu_count() or 1)  # scan workers at most

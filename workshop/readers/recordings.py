@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.io.runs import read_run
 from workshop.paths import data_dir
+from workshop.readers.runs import read_run
 
 
 def _describe(folder: Path) -> str:

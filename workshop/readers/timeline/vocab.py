@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workshop.io.timeline.words import Words
+from workshop.readers.timeline.words import Words
 
 # Odd 64-bit multipliers (golden ratio, xxHash primes) and xor-shifts mix each string's words
 # into two independent hashes: the first finds the code, the second confirms it.

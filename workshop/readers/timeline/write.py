@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workshop.io.timeline.model import Timeline
+from workshop.readers.timeline.model import Timeline
 
 if TYPE_CHECKING:  # annotations only: importing the package does not load pandas
     import pandas as pd

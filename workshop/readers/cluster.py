@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.io.runs import read_metrics, read_run
+from workshop.readers.runs import read_metrics, read_run
 
 ALLREDUCE_COLUMNS = [
     "config", "controller", "np", "hosts", "nodes", "link", "link_bits_per_s", "hierarchical",
