@@ -142,6 +142,11 @@ def test_init_files_only_hand_names_on():
         if not _hands_names_on(node)
     ]
     assert code == []
+    # one style: the names handed on are listed in __all__ (no "noqa: F401" lists instead)
+    for path in PACKAGE.rglob("__init__.py"):
+        text = path.read_text()
+        if "import" in text.replace("from __future__ import annotations", ""):
+            assert "__all__ = " in text and "noqa: F401" not in text, path
     assert not _hands_names_on(ast.parse("def static_mode():\n    return True").body[0])
 
 

@@ -3,7 +3,7 @@
 Every name is also reachable through its module, e.g. ``analysis.timeline``.
 """
 
-from workshop.analysis import (  # noqa: F401
+from workshop.analysis import (
     benchmarks,
     cluster,
     commodel,
@@ -14,8 +14,8 @@ from workshop.analysis import (  # noqa: F401
     timeline,
     tuning,
 )
-from workshop.analysis.benchmarks import paired_ratios  # noqa: F401
-from workshop.analysis.commodel import (  # noqa: F401
+from workshop.analysis.benchmarks import paired_ratios
+from workshop.analysis.commodel import (
     allreduce_ops,
     comm_model_vs_measurement,
     compare_prediction,
@@ -24,7 +24,7 @@ from workshop.analysis.commodel import (  # noqa: F401
     predict_scaling,
     ring_allreduce_time_s,
 )
-from workshop.analysis.lr import (  # noqa: F401
+from workshop.analysis.lr import (
     accuracy_vs_batch,
     compare_lr_rules,
     lr_findings,
@@ -33,7 +33,7 @@ from workshop.analysis.lr import (  # noqa: F401
     time_to_accuracy,
     train_test_gap,
 )
-from workshop.analysis.mpi import (  # noqa: F401
+from workshop.analysis.mpi import (
     comm_fraction,
     comm_vs_training,
     compare_profiles,
@@ -45,7 +45,7 @@ from workshop.analysis.mpi import (  # noqa: F401
     profile_summary,
     routine_table,
 )
-from workshop.analysis.parallelism import (  # noqa: F401
+from workshop.analysis.parallelism import (
     choose_parallelism,
     compare_runs,
     crossover_bytes,
@@ -63,7 +63,7 @@ from workshop.analysis.parallelism import (  # noqa: F401
     step_times,
     transformer_layer_table,
 )
-from workshop.analysis.scaling import (  # noqa: F401
+from workshop.analysis.scaling import (
     amdahl_fit,
     amdahl_speedup,
     batch_size_plateau,
@@ -79,7 +79,7 @@ from workshop.analysis.scaling import (  # noqa: F401
     sync_overhead,
     syncs_per_epoch,
 )
-from workshop.analysis.timeline import (  # noqa: F401
+from workshop.analysis.timeline import (
     allreduce_overlap,
     backend,
     breakdown,
@@ -99,7 +99,7 @@ from workshop.analysis.timeline import (  # noqa: F401
     stragglers,
     timeline_summary,
 )
-from workshop.analysis.tuning import (  # noqa: F401
+from workshop.analysis.tuning import (
     autotune_summary,
     comm_table,
     gradient_spans,
@@ -107,3 +107,94 @@ from workshop.analysis.tuning import (  # noqa: F401
     negotiation_table,
     tuning_table,
 )
+
+__all__ = [
+    "accuracy_vs_batch",
+    "allreduce_ops",
+    "allreduce_overlap",
+    "amdahl_fit",
+    "amdahl_speedup",
+    "autotune_summary",
+    "backend",
+    "batch_size_plateau",
+    "benchmarks",
+    "breakdown",
+    "choose_parallelism",
+    "cluster",
+    "comm_fraction",
+    "comm_model_vs_measurement",
+    "comm_table",
+    "comm_vs_training",
+    "commodel",
+    "compare_lr_rules",
+    "compare_overlap",
+    "compare_prediction",
+    "compare_profiles",
+    "compare_runs",
+    "compare_summary",
+    "compare_timelines",
+    "crossover_bytes",
+    "data_parallel_balance",
+    "detect_backend",
+    "dominant_routine",
+    "early_vs_steady",
+    "evolution",
+    "exchange_costs",
+    "first_epoch_overhead",
+    "fit_alpha_beta",
+    "fusion_groups",
+    "gpu_memory_bytes",
+    "gradient_spans",
+    "gradient_tensors",
+    "infer_throughput_per_worker",
+    "karp_flatt",
+    "knob_effect",
+    "lateness_matrix",
+    "layer_table",
+    "linear_fit",
+    "load_imbalance",
+    "lr",
+    "lr_findings",
+    "lr_schedule",
+    "max_param_diff",
+    "message_size_bins",
+    "mlp_layer_table",
+    "model_estimates",
+    "mpi",
+    "negotiation_share",
+    "negotiation_signature",
+    "negotiation_table",
+    "negotiation_waits",
+    "one_time_activities",
+    "overlap_by_step",
+    "paired_ratios",
+    "parallelism",
+    "parallelism_table",
+    "parameter_server_s",
+    "pipeline_bubble_fraction",
+    "plateau_findings",
+    "predict_from_run",
+    "predict_scaling",
+    "profile_summary",
+    "ring_allreduce_time_s",
+    "routine_table",
+    "runs_from_epochs",
+    "scaled_lr",
+    "scaling",
+    "scaling_findings",
+    "scaling_groups",
+    "speedup_table",
+    "stage_utilisation",
+    "step_starts",
+    "step_times",
+    "stragglers",
+    "sync_overhead",
+    "syncs_per_epoch",
+    "time_to_accuracy",
+    "timeline",
+    "timeline_summary",
+    "train_test_gap",
+    "transformer_layer_table",
+    "tuning",
+    "tuning_table",
+]

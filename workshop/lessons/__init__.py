@@ -22,12 +22,12 @@ not import ``workshop`` (a learner copies them anywhere):
     lessons.epochs(run.output)               # the epoch lines as a DataFrame
 """
 
-from workshop.lessons.ddp import (  # noqa: F401
+from workshop.lessons.ddp import (
     BENCHMARK,
     benchmark,
     benchmark_table,
 )
-from workshop.lessons.edits import (  # noqa: F401
+from workshop.lessons.edits import (
     CHANGES,
     EPOCH_LINE,
     MARK,
@@ -44,13 +44,13 @@ from workshop.lessons.edits import (  # noqa: F401
     todos,
     write_skeleton,
 )
-from workshop.lessons.replay import (  # noqa: F401
+from workshop.lessons.replay import (
     check_or_replay,
     keras_pieces,
     run_or_replay,
     work_dir,
 )
-from workshop.lessons.scripts import (  # noqa: F401
+from workshop.lessons.scripts import (
     CHECK_ARGS,
     NOISE,
     Launch,

@@ -33,7 +33,7 @@ Conventions:
 * Memory sizes are bytes; GPU memory presets are GiB (2**30 bytes) as sold.
 """
 
-from workshop.analysis.parallelism.choice import (  # noqa: F401
+from workshop.analysis.parallelism.choice import (
     choose_parallelism,
     data_parallel_balance,
     gpu_memory_bytes,
@@ -41,19 +41,19 @@ from workshop.analysis.parallelism.choice import (  # noqa: F401
     parallelism_table,
     parameter_server_s,
 )
-from workshop.analysis.parallelism.demos import (  # noqa: F401
+from workshop.analysis.parallelism.demos import (
     EVENT_COLUMNS,
     compare_runs,
     max_param_diff,
     stage_utilisation,
     step_times,
 )
-from workshop.analysis.parallelism.exchange import (  # noqa: F401
+from workshop.analysis.parallelism.exchange import (
     crossover_bytes,
     exchange_costs,
     pipeline_bubble_fraction,
 )
-from workshop.analysis.parallelism.layers import (  # noqa: F401
+from workshop.analysis.parallelism.layers import (
     GPUS,
     LITERATURE,
     MASK_BYTES,
@@ -65,9 +65,10 @@ from workshop.analysis.parallelism.layers import (  # noqa: F401
     mlp_layer_table,
     transformer_layer_table,
 )
-from workshop.rules import ring_allreduce_time_s  # noqa: F401 (the ring model beside the rest)
+from workshop.rules import ring_allreduce_time_s  # the ring model beside the rest
 
 __all__ = [
+    "ring_allreduce_time_s",
     "EVENT_COLUMNS",
     "GPUS",
     "LITERATURE",

@@ -29,14 +29,14 @@ how big it was, how the first steps differ from the steady state, when each grad
 allreduce ran relative to the backward pass, and what changed between two runs.
 """
 
-from workshop.analysis.timeline.overlap import (  # noqa: F401
+from workshop.analysis.timeline.overlap import (
     OVERLAP_COLUMNS,
     allreduce_overlap,
     compare_overlap,
     gradient_tensors,
     overlap_by_step,
 )
-from workshop.analysis.timeline.spans import (  # noqa: F401
+from workshop.analysis.timeline.spans import (
     SHAPE_NUMBERS,
     SPAN_COLUMNS,
     TICK_COLUMNS,
@@ -49,14 +49,14 @@ from workshop.analysis.timeline.spans import (  # noqa: F401
     negotiation_waits,
     stragglers,
 )
-from workshop.analysis.timeline.steps import (  # noqa: F401
+from workshop.analysis.timeline.steps import (
     ONE_TIME_ACTIVITIES,
     early_vs_steady,
     evolution,
     one_time_activities,
     step_starts,
 )
-from workshop.analysis.timeline.summary import (  # noqa: F401
+from workshop.analysis.timeline.summary import (
     compare_timelines,
     timeline_summary,
 )

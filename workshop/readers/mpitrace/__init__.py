@@ -29,19 +29,19 @@ Example:
     8161
 """
 
-from workshop.readers.mpitrace.jobs import (  # noqa: F401
+from workshop.readers.mpitrace.jobs import (
     combine_files,
     find_profile_files,
     read_mpitrace,
     read_mpitrace_jobs,
 )
-from workshop.readers.mpitrace.parse import (  # noqa: F401
+from workshop.readers.mpitrace.parse import (
     FILE_NAME,
     parse_mpitrace,
     parse_mpitrace_bytes,
     read_mpitrace_file,
 )
-from workshop.readers.mpitrace.records import (  # noqa: F401
+from workshop.readers.mpitrace.records import (
     ROLES,
     MpiProfile,
     MpiTraceError,
@@ -50,6 +50,8 @@ from workshop.readers.mpitrace.records import (  # noqa: F401
 )
 
 __all__ = [
+    "FILE_NAME",
+    "ROLES",
     "MpiTraceError",
     "MpiTraceWarning",
     "ProfileFile",
