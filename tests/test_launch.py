@@ -133,3 +133,23 @@ def test_run_json_records_the_run_knobs_but_never_a_secret():
     # a secret-looking name under a recorded prefix is listed, so the reader knows it was set
     assert recorded["HOROVOD_SECRET_KEY"] == recorded["NCCL_API_KEY"] == "<redacted>"
     assert recorded["OMPI_MCA_credential_file"] == "<redacted>"
+
+
+def test_a_signal_the_launcher_was_started_ignoring_stays_ignored():
+    # `nohup workshop run ... &`: the closed terminal's SIGHUP must not stop the run
+    import signal
+
+    from workshop.launch import run
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    old_term = signal.getsignal(signal.SIGTERM)
+    try:
+        previous = run._stop_on_signals()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is run._raise_stopped
+        run._restore_handlers(previous)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is old_term
+    finally:
+        signal.signal(signal.SIGHUP, old)
+        signal.signal(signal.SIGTERM, old_term)

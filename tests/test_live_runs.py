@@ -103,12 +103,19 @@ def long_run_argv(out: Path, name: str, *options: str) -> list[str]:
     return [*cmd, *options, "--out", str(out), "--name", name]
 
 
+def _sigint_default() -> None:
+    # Ctrl-C reaches a foreground run; a test run started in the background (`pytest &`) would
+    # hand its children an ignored SIGINT, which the launcher keeps ignoring on purpose.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_lock, horovod_ready):
     process = subprocess.Popen(
         long_run_argv(tmp_path, "stopped"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_sigint_default,
     )
     deadline = time.time() + 120
     for line in process.stdout:

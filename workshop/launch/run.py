@@ -344,12 +344,15 @@ def _raise_stopped(signum: int, frame) -> None:
 def _stop_on_signals() -> dict:
     """Make SIGTERM and SIGHUP stop the run like Ctrl-C; returns the handlers to restore.
     Only the main thread may set handlers: elsewhere (a thread of a notebook) nothing changes
-    and only Ctrl-C stops the run cleanly."""
+    and only Ctrl-C stops the run cleanly. A signal this process was started ignoring stays
+    ignored: ``nohup workshop run ... &`` must outlive the closed terminal's SIGHUP (and a
+    shell's background job ignores SIGINT)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_stopped)
+        if previous[sig] != signal.SIG_IGN:
+            signal.signal(sig, _raise_stopped)
     return previous
 
 
