@@ -4,6 +4,7 @@ builds from a state file, the failure parser, and what the command says without 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,13 @@ def test_horovodrun_gets_the_host_list_and_the_interface_only_across_nodes(tmp_p
     one_node = hosts.cluster_launch(2, env=env | {hosts.ENV_RANKS_PER_NODE: "2"})
     argv, _ = launch_command(RunConfig(np=2), tmp_path, "subset", one_node)
     assert argv[argv.index("-H") + 1] == "nodea:2" and "--network-interface" not in argv
+
+
+def test_keep_alive_interval_reaches_the_nodes_ssh_config():
+    from workshop.cluster import emulate
+
+    text = emulate._ssh_config(Path("/state"), 2)
+    assert "ServerAliveInterval 2\n" in text and "ServerAliveCountMax 3\n" in text
+    assert ClusterSpec().alive_s == 5  # ~15 s to notice a dead link, as before
+    with pytest.raises(ValueError, match="--alive-s 0: 1 to 60 seconds"):
+        ClusterSpec(alive_s=0)

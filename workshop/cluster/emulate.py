@@ -29,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from workshop.cluster.spec import (
+    ALIVE_MISSED,
     BRIDGE,
     INTERFACE,
     NAMESPACE_PREFIX,
@@ -198,7 +199,7 @@ def _make_ssh(spec: ClusterSpec, nodes: list[Node], state: dict, state_dir: Path
         _will_make(state, state_dir, "tree", str(etc))
         (etc / "ssh").mkdir(parents=True)
         (etc / "hosts").write_text(spec.hosts_file())
-        (etc / "ssh" / "ssh_config").write_text(_ssh_config(state_dir))
+        (etc / "ssh" / "ssh_config").write_text(_ssh_config(state_dir, spec.alive_s))
         config = state_dir / f"sshd_config.{node.name}"
         config.write_text(_sshd_config(node, state_dir))
         log = (state_dir / f"sshd.{node.name}.log").open("w")
@@ -214,9 +215,10 @@ def _make_ssh(spec: ClusterSpec, nodes: list[Node], state: dict, state_dir: Path
         _save(state, state_dir)
 
 
-def _ssh_config(state_dir: Path) -> str:
-    # ServerAlive: a node whose link goes down is noticed in ~15 s (ssh exits 255), which is
-    # what makes horovodrun and mpirun end the job instead of waiting for TCP's timeouts.
+def _ssh_config(state_dir: Path, alive_s: int) -> str:
+    # ServerAlive: a node whose link goes down is noticed after ALIVE_MISSED unanswered
+    # keep-alives (~15 s with the default 5 s; ssh exits 255), which is what makes horovodrun
+    # and mpirun end the job instead of waiting for TCP's timeouts.
     # LogLevel INFO keeps ssh's "Timeout, server nodeb not responding." in the launcher's log.
     return (
         "Host *\n"
@@ -225,8 +227,8 @@ def _ssh_config(state_dir: Path) -> str:
         "  GlobalKnownHostsFile /dev/null\n"
         "  StrictHostKeyChecking yes\n"
         "  BatchMode yes\n"
-        "  ServerAliveInterval 5\n"
-        "  ServerAliveCountMax 3\n"
+        f"  ServerAliveInterval {alive_s}\n"
+        f"  ServerAliveCountMax {ALIVE_MISSED}\n"
         "  ConnectTimeout 10\n"
         "  LogLevel INFO\n"
     )

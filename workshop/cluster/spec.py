@@ -21,6 +21,8 @@ RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 # traffic), never below the 256 kB the issue's measurements used.
 MIN_BURST_BYTES = 256 * 1024
 LATENCY = "50ms"
+#: Unanswered ssh keep-alives after which a node counts as lost (ServerAliveCountMax).
+ALIVE_MISSED = 3
 
 
 def parse_rate(text: str) -> float:
@@ -51,15 +53,20 @@ class Node:
 @dataclass(frozen=True)
 class ClusterSpec:
     """``nodes`` nodes, each with one interface ``INTERFACE`` into a switch namespace, every
-    link shaped to ``link`` (a tc rate) in both directions."""
+    link shaped to ``link`` (a tc rate) in both directions. ``alive_s``: seconds between the
+    ssh keep-alives horovodrun's and mpirun's ssh sessions send; a node whose link goes down is
+    noticed after ``ALIVE_MISSED`` of them go unanswered."""
 
     nodes: int = 2
     link: str = "1gbit"
+    alive_s: int = 5
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= MAX_NODES:
             raise ValueError(f"--nodes {self.nodes}: 1 to {MAX_NODES} nodes")
         parse_rate(self.link)
+        if not 1 <= self.alive_s <= 60:
+            raise ValueError(f"--alive-s {self.alive_s}: 1 to 60 seconds")
 
     @property
     def link_bits_per_s(self) -> float:

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from workshop.cluster.spec import MAX_NODES, ClusterSpec
+from workshop.cluster.spec import ALIVE_MISSED, MAX_NODES, ClusterSpec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up = sub.add_parser("up", help="make the cluster")
     up.add_argument("--nodes", type=int, default=2, help=f"1 to {MAX_NODES} (default 2)")
     up.add_argument("--link", default="1gbit", help="link rate, a tc rate (default 1gbit)")
+    up.add_argument(
+        "--alive-s",
+        type=int,
+        default=5,
+        help="seconds between ssh keep-alives: a node whose link goes down is noticed after "
+        f"{ALIVE_MISSED} go unanswered (default 5)",
+    )
     up.set_defaults(func=_up)
     run = sub.add_parser("run", help="run a command on the first node (-- COMMAND ...)")
     run.add_argument("--node", default=None, help="node to run on (default: the first)")
@@ -67,7 +74,7 @@ def _up(args: argparse.Namespace) -> int:
     from workshop.cluster import emulate
 
     try:
-        state = emulate.up(ClusterSpec(nodes=args.nodes, link=args.link))
+        state = emulate.up(ClusterSpec(nodes=args.nodes, link=args.link, alive_s=args.alive_s))
     except (ValueError, emulate.ClusterError) as exc:
         return _fail(exc)
     for node in state["nodes"]:
