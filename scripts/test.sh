@@ -4,6 +4,7 @@
 #
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh -m "not live" # extra arguments go to pytest
+#   WORKSHOP_TEST_WORKERS=0 bash scripts/test.sh  # in one process (no xdist)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$REPO/scripts/setup.sh" --no-run --test
@@ -14,4 +15,8 @@ echo; echo "==> ruff"
 ruff check workshop tests benchmarks
 ruff format --check workshop tests benchmarks
 echo; echo "==> pytest"
-python -m pytest "$@"
+# Two pytest-xdist workers: on 2 cores, tests that start no processes and live runs' idle
+# moments (launch, rendezvous, waiting for a stop) fill the other core. Live tests still take
+# the CPU lock (tests/conftest.py says how they share it). WORKSHOP_TEST_WORKERS=0: one
+# process, the collection order.
+python -m pytest -n "${WORKSHOP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"

@@ -15,6 +15,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,137 @@ def _held_by_an_ancestor(handle) -> bool:
     return False
 
 
+# Under pytest-xdist (scripts/test.sh runs `pytest -n 2`) the controller process holds the
+# machine-wide lock for the whole run: to other users the suite is one heavy job, as before.
+# Its workers are the controller's children, so the lock counts as held for them
+# (_held_by_an_ancestor); among themselves they share the run's own lane lock: a live test
+# takes it shared (at most one live test per worker, so two at a time with -n 2) and a test
+# that must run alone (root's emulated cluster, the tests that time how fast runs stop) takes
+# it exclusively. Without xdist, every live test takes the machine lock itself, as before.
+LANES_ENV = "WORKSHOP_TEST_LANES"
+
+
+def pytest_configure(config):
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        stack = contextlib.ExitStack()
+        config.add_cleanup(stack.close)
+        stack.enter_context(_machine_lock())
+        handle, lanes = tempfile.mkstemp(prefix="workshop-test-lanes-", suffix=".lock")
+        os.close(handle)
+        stack.callback(os.unlink, lanes)
+        stack.callback(os.environ.pop, LANES_ENV, None)
+        os.environ[LANES_ENV] = lanes
+
+
+# Under xdist (--dist loadgroup), tests that share state within one process run on the same
+# worker (see _xdist_group): a module's long-lived processes or expensive fixture (the emulated
+# cluster, the Gloo workers, the MPI profiler's build, the laid-out MNIST, repo2docker's
+# Dockerfile, the JupyterLab server), and the tests that read one learner's run of a notebook.
+SAME_WORKER_MODULES = {
+    "test_browser.py",
+    "test_check_others.py",
+    "test_cluster_live.py",
+    "test_parallelism.py",
+    "test_profiler.py",
+    "test_repo2docker.py",
+}
+# The order xdist hands tests out in (scripts/test.sh passes --no-loadscope-reorder): first the
+# tests that run alone (one worker) beside the tests that start no processes (the other), then
+# the longest live test, then the other live tests, two at a time. A group goes where its
+# latest member would: a module whose fixture holds the lock shared must not wait behind the
+# cluster while the other worker runs it.
+ALONE, NOT_LIVE, LONGEST, LIVE = range(4)
+LONGEST_TESTS = {"test_notebook_02_live_runs_the_programs"}
+
+
+def _uses(item, fixtures: set[str]) -> bool:
+    return bool(fixtures & set(getattr(item, "fixturenames", ())))
+
+
+def _xdist_rank(item) -> int:
+    if _uses(item, {"cpu_alone", "cpu_alone_module"}):
+        return ALONE
+    if getattr(item, "originalname", item.name) in LONGEST_TESTS:
+        return LONGEST
+    if _uses(item, {"cpu_lock", "cpu_lock_module"}):
+        return LIVE
+    return NOT_LIVE
+
+
+# xdist's own loadgroup cannot rename items under pytest 9 (its "@group" suffix is lost), so
+# the controller, which collects nothing, groups by test id; the workers check that the ids
+# name exactly the tests whose fixtures need it.
+ALONE_TESTS = {
+    "test_an_endless_script_is_stopped_by_the_timeout",
+    "test_ctrl_c_stops_every_rank_and_keeps_the_files",
+    "test_term_and_hup_stop_every_rank_like_ctrl_c",
+}
+LEARNER_TESTS = {
+    "test_a_learner_run_answers_nothing_for_the_learner",
+    "test_no_prompt_or_hint_contains_the_expected_value",
+    "test_no_exercise_is_binary",
+}
+
+
+def _xdist_group(nodeid: str) -> str | None:
+    """The group of a test id: tests of one group run on one worker, in collection order."""
+    path, _, name = nodeid.partition("::")
+    function, _, param = name.partition("[")
+    module = path.rsplit("/", 1)[-1]
+    if module == "test_cluster_live.py" or function in ALONE_TESTS:
+        return "alone"  # one unit: the cluster module and the other tests that run alone
+    if module in SAME_WORKER_MODULES:
+        return module
+    if function in LEARNER_TESTS:
+        return "learner-" + param.rstrip("]")
+    return None
+
+
+def _check_groups(item) -> None:
+    group = _xdist_group(item.nodeid)
+    if _uses(item, {"cpu_alone", "cpu_alone_module"}) != (group == "alone"):
+        raise pytest.UsageError(f"{item.nodeid}: update ALONE_TESTS in tests/conftest.py")
+    if "learner_run" in item.fixturenames and not (group or "").startswith("learner-"):
+        raise pytest.UsageError(f"{item.nodeid}: update LEARNER_TESTS in tests/conftest.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _xdist_group(nodeid) or nodeid
+
+    return Groups(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # without xdist: collection order, unchanged
+    groups = {item: _xdist_group(item.nodeid) for item in items}
+    rank = {item: _xdist_rank(item) for item in items}
+    group_rank: dict[str, int] = {}
+    for item, group in groups.items():
+        _check_groups(item)
+        if group:
+            group_rank[group] = max(group_rank.get(group, ALONE), rank[item])
+    # stable: collection order within a rank (the cluster module stays in its order)
+    items.sort(key=lambda item: group_rank[groups[item]] if groups[item] else rank[item])
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int):
+    with path.open("a") as handle:
+        fcntl.flock(handle, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @contextlib.contextmanager
 def _machine_lock():
     with LOCK_PATH.open("w") as handle:
@@ -65,17 +197,45 @@ def _machine_lock():
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _live_lock(alone: bool):
+    """The machine lock; in an xdist worker, the run's lane lock (shared, or exclusive when
+    ``alone``) under the machine lock its controller holds."""
+    lanes = os.environ.get(LANES_ENV)
+    with _machine_lock():
+        if lanes and os.environ.get("PYTEST_XDIST_WORKER"):
+            with _flock(Path(lanes), fcntl.LOCK_EX if alone else fcntl.LOCK_SH):
+                yield
+        else:
+            yield
+
+
 @pytest.fixture
 def cpu_lock():
     """Hold the machine-wide lock while a live test's processes run."""
-    with _machine_lock():
+    with _live_lock(alone=False):
         yield
 
 
 @pytest.fixture(scope="module")
 def cpu_lock_module():
     """The same lock, held across a module whose tests share long-lived processes."""
-    with _machine_lock():
+    with _live_lock(alone=False):
+        yield
+
+
+@pytest.fixture
+def cpu_alone():
+    """:func:`cpu_lock` for a test whose timing assertions need the machine to itself: under
+    xdist no other live test runs beside it (without xdist, the same as ``cpu_lock``)."""
+    with _live_lock(alone=True):
+        yield
+
+
+@pytest.fixture(scope="module")
+def cpu_alone_module():
+    """:func:`cpu_alone` held across a module (the emulated cluster)."""
+    with _live_lock(alone=True):
         yield
 
 

@@ -564,7 +564,7 @@ def test_a_crash_names_the_rank_and_its_traceback(tmp_path, cpu_lock, horovod_re
 
 
 @pytest.mark.live
-def test_an_endless_script_is_stopped_by_the_timeout(tmp_path, cpu_lock, horovod_ready):
+def test_an_endless_script_is_stopped_by_the_timeout(tmp_path, cpu_alone, horovod_ready):
     import psutil
 
     report = run_check("torch_forever.py", tmp_path, timeout_s=15, base_run=False)

@@ -366,7 +366,7 @@ def cobalt_nodefile(ranks_on_node: int) -> str:
 
 @pytest.mark.live
 @pytest.mark.usefixtures("horovod_ready", "mpi_tools")
-def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
+def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path, cpu_lock) -> None:
     """The ThetaGPU script, made for 2 CPU ranks on 1 node, run here with the real Open MPI
     mpirun (ThetaGPU's launcher) and a local nodefile: it must produce a normal run directory."""
     from workshop.readers.runs import read_metrics, read_run
@@ -401,7 +401,7 @@ def test_thetagpu_cpu_script_runs_for_real_with_mpirun(tmp_path: Path) -> None:
     (tmp_path / "nodefile").write_text(cobalt_nodefile(ranks_on_node=2))
     env = os.environ | {"COBALT_NODEFILE": str(tmp_path / "nodefile"), "COBALT_JOBID": "4242"}
     result = subprocess.run(
-        ["flock", "/tmp/workshop-cpu.lock", "bash", str(tmp_path / "job.sh")],
+        ["bash", str(tmp_path / "job.sh")],  # under the CPU lock (the cpu_lock fixture)
         env=env,
         capture_output=True,
         text=True,

@@ -109,7 +109,7 @@ def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_lock, horovod_ready):
+def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_alone, horovod_ready):
     process = subprocess.Popen(
         long_run_argv(tmp_path, "stopped"),
         stdout=subprocess.PIPE,
@@ -184,7 +184,7 @@ def _kill_tree(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
-def test_term_and_hup_stop_every_rank_like_ctrl_c(signum, tmp_path, cpu_lock, horovod_ready):
+def test_term_and_hup_stop_every_rank_like_ctrl_c(signum, tmp_path, cpu_alone, horovod_ready):
     """What a batch system sends at walltime, a Jupyter kernel restart, a closed terminal."""
     import psutil
 
