@@ -153,3 +153,10 @@ def test_a_signal_the_launcher_was_started_ignoring_stays_ignored():
     finally:
         signal.signal(signal.SIGHUP, old)
         signal.signal(signal.SIGTERM, old_term)
+
+
+def test_the_installed_horovodrun_checks_the_torch_extension_first(horovod_ready):
+    # build fix 8: the build check no longer imports TensorFlow on every launch
+    from horovod.common.util import EXTENSIONS
+
+    assert EXTENSIONS[:2] == ["torch", "tensorflow"]
