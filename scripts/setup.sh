@@ -106,7 +106,9 @@ fi
 # The emulated cluster (`workshop cluster`, root only): an sshd per node, namespaces and tc links.
 if [[ $(id -u) == 0 ]]; then
     [[ -x /usr/sbin/sshd ]] || apt_packages+=(openssh-server)
-    { command -v ip && command -v tc; } >/dev/null || apt_packages+=(iproute2)
+    # ip and tc live in /usr/sbin, which a user's PATH (or a test's) may lack: look there too.
+    { PATH="$PATH:/usr/sbin:/sbin" command -v ip && PATH="$PATH:/usr/sbin:/sbin" command -v tc; } \
+        >/dev/null || apt_packages+=(iproute2)
 fi
 if ((${#apt_packages[@]})); then
     if [[ $(id -u) == 0 ]]; then

@@ -329,6 +329,9 @@ def run_setup_sh(fake_program):
     def run(stubs: Path, home: Path, **env: str) -> subprocess.CompletedProcess:
         for tool in SETUP_TOOLS:
             fake_program(stubs / tool, "echo stub 1.0\n")
+        # never the real apt-get: no test installs system packages (as root it would, racing
+        # the other xdist worker for apt's lock and reaching the network)
+        fake_program(stubs / "apt-get", 'echo "apt-get stub: setup.sh tried: $*" >&2; exit 100\n')
         return subprocess.run(
             ["bash", str(SETUP_SH), "--no-run"],
             env={"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(home), **env},
