@@ -22,12 +22,8 @@ RESOLVED = tuple(o.field for o in CLI_OPTIONS if o.job_script_resolves)
 
 def run_flags() -> dict[str, str]:
     """``{destination: flag}`` of every ``workshop run`` option a job script passes on."""
-    parser = argparse.ArgumentParser(add_help=False)
-    add_run_options(parser)
     return {
-        dest: "--" + dest.replace("_", "-")
-        for dest in vars(parser.parse_args([]))
-        if dest not in COMPUTED and dest not in RESOLVED
+        o.field: o.flag for o in CLI_OPTIONS if o.field not in COMPUTED and o.field not in RESOLVED
     }
 
 

@@ -14,9 +14,10 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workshop.launch.options import GRID_FIELDS, add_run_options
+from workshop.launch.options import add_run_options
 from workshop.launch.run import RunConfig, RunInterrupted
 from workshop.paths import runs_dir
+from workshop.runspec import GRID_FIELDS
 
 
 def register(subparsers) -> None:

@@ -14,9 +14,9 @@ import dataclasses
 from typing import Any
 
 from workshop.launch.run import RunConfig
-from workshop.runspec import CLI_OPTIONS, GRID_FIELDS, RunOption
+from workshop.runspec import CLI_OPTIONS
 
-__all__ = ["CLI_OPTIONS", "GRID_FIELDS", "RunOption", "add_run_options", "config_from_args"]
+__all__ = ["add_run_options", "config_from_args"]
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:

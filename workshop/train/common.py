@@ -56,8 +56,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             default, choices = "subset", tuple(mode for mode in choices if mode != "auto")
         parser.add_argument(
             option.program_flag,
-            dest=option.program_flag.removeprefix("--").replace("-", "_"),
-            type=None if option.type is str else option.type,
+            type=option.type,
             default=default,
             choices=choices,
             help=option.help or None,
