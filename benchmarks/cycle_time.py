@@ -27,14 +27,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, started_now
+from workshop.benchmarking import run_record, spread, started_now
 from workshop.launch.run import provenance
 
 BASELINE_MS = 1.0
@@ -83,15 +82,6 @@ def steady_step_ms(run_dir: Path) -> dict:
         "samples_per_s": sum(e["samples"] for e in steady) / train_s,
         "steady_steps": steps,
         "epoch_train_s": [e["train_time_s"] for e in epochs],
-    }
-
-
-def spread(values: list[float]) -> dict:
-    return {
-        "min": min(values),
-        "median": statistics.median(values),
-        "max": max(values),
-        "values": values,
     }
 
 

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, started_now
+from workshop.benchmarking import run_record, spread, started_now
 
 WARMUP_STEPS = 20
 
@@ -97,15 +97,6 @@ def measure(kind: str, steps: int, batch_size: int, controller: str) -> float:
         if '"samples_per_s"' in line:
             return json.loads(line[line.index("{") :])["samples_per_s"]
     raise RuntimeError(f"{kind} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
-
-
-def spread(values: list[float]) -> dict:
-    return {
-        "min": min(values),
-        "median": statistics.median(values),
-        "max": max(values),
-        "values": values,
-    }
 
 
 def write_result(

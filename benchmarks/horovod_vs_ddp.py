@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from workshop import lessons
-from workshop.benchmarking import run_record, started_now
+from workshop.benchmarking import run_record, spread, started_now
 from workshop.launch.run import provenance
 
 KINDS = ("horovod", "ddp")
@@ -47,15 +47,6 @@ def measure(kind: str, args: list[str]) -> dict:
         "wall_s": run.seconds,
         "final_train_loss": float(epochs.train_loss.iloc[-1]),
         "command": run.command,
-    }
-
-
-def spread(values: list[float]) -> dict:
-    return {
-        "min": min(values),
-        "median": statistics.median(values),
-        "max": max(values),
-        "values": values,
     }
 
 

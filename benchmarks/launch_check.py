@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, started_now
+from workshop.benchmarking import run_record, spread, started_now
 
 ORDERS = {
     "tensorflow-first": ["tensorflow", "torch", "mxnet"],  # Horovod 0.28.1 as released
@@ -75,10 +74,6 @@ def launch_s(order: list[str]) -> float:
     if result.returncode != 0:
         raise SystemExit(f"launch with {order} failed:\n{result.stdout}{result.stderr}")
     return took
-
-
-def spread(values: list[float]) -> dict:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def main() -> int:

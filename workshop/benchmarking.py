@@ -11,12 +11,13 @@ the result), and the commit it ran. Versions and host come from
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["git_commit", "run_record", "started_now"]
+__all__ = ["git_commit", "run_record", "spread", "started_now"]
 
 
 def started_now() -> tuple[str, list[float]]:
@@ -42,4 +43,18 @@ def run_record(started: str, load_before: list[float] | tuple[float, ...]) -> di
         "loadavg_before": list(load_before),
         "loadavg_after": list(os.getloadavg()),
         "git_commit": git_commit(),
+    }
+
+
+def spread(values: list[float]) -> dict:
+    """``min``, ``median`` and ``max`` of repeated measurements, and the ``values`` themselves.
+
+    >>> spread([3.0, 1.0, 2.0])
+    {'min': 1.0, 'median': 2.0, 'max': 3.0, 'values': [3.0, 1.0, 2.0]}
+    """
+    return {
+        "min": min(values),
+        "median": statistics.median(values),
+        "max": max(values),
+        "values": values,
     }
