@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from workshop.benchmarking import run_record, started_now
+from workshop.launch.ranks import horovodrun_command
 from workshop.launch.run import provenance as run_provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,11 +45,10 @@ KINDS = ("check", "check-no-base", "plain", "import")
 def command(kind: str, framework: str) -> list[str]:
     script = str(FIXTURES[framework])
     workshop = [sys.executable, "-m", "workshop.cli", "check"]
-    horovodrun = str(Path(sys.executable).parent / "horovodrun")
     return {
         "check": [*workshop, script],
         "check-no-base": [*workshop, "--no-base-run", script],
-        "plain": [horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, script],
+        "plain": horovodrun_command(2, [sys.executable, script]),
         "import": [sys.executable, "-c", f"import {framework}, horovod.{framework}"],
     }[kind]
 

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from workshop.benchmarking import run_record, started_now
+from workshop.launch.ranks import ROOT_ENV, horovodrun_command
 
 CONFIGS = {
     # name: (controller, np, hosts, link, extra environment)
@@ -74,20 +75,22 @@ def run_job(state: dict, name: str, sizes: list[int], iters: int) -> dict:
     controller, np, hosts, link, extra = CONFIGS[name]
     if link and state["spec"]["link"] != link:
         state = emulate.set_rate(state, link)
-    argv = [
-        "horovodrun", "-np", str(np), "-H", hosts,
+    argv = horovodrun_command(
+        np,
+        [sys.executable, __file__, "--worker", "--sizes-mib", ",".join(map(str, sizes)),
+         "--iters", str(iters)],
+        controller=controller,
+        hosts=hosts,
         # with only local hosts horovodrun wants an interface holding 127.0.0.1: none on one node
-        *(["--network-interface", state["interface"]] if "," in hosts else []),
-        f"--{controller}", sys.executable, __file__, "--worker",
-        "--sizes-mib", ",".join(map(str, sizes)), "--iters", str(iters),
-    ]  # fmt: skip
+        interface=state["interface"] if "," in hosts else None,
+        program="horovodrun",  # found on the nodes through PATH
+    )  # fmt: skip
     env = (
         os.environ
         | extra
+        | ROOT_ENV
         | {
             "PATH": program_path_env(),
-            "OMPI_ALLOW_RUN_AS_ROOT": "1",
-            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
             "OMP_NUM_THREADS": "1",
             "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
         }

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from workshop.benchmarking import run_record, started_now
+from workshop.launch.ranks import ROOT_ENV, horovodrun_command
 
 # Lines of TensorFlow's C++ start-up chatter, dropped from the recorded logs.
 NOISE = ("oneDNN", "absl::", "cudart_stub", "cpu_feature_guard", "To enable the following")
@@ -74,13 +75,16 @@ def run_case(
     from workshop.cluster import emulate
     from workshop.launch.programs import program_path_env
 
-    argv = [
-        "horovodrun", "-np", "2", "-H", hosts,
-        *(["--network-interface", iface] if iface else []),
-        f"--{controller}", sys.executable, str(Path(__file__).resolve()), "--worker",
-    ]  # fmt: skip
+    argv = horovodrun_command(
+        2,
+        [sys.executable, str(Path(__file__).resolve()), "--worker"],
+        controller=controller,
+        hosts=hosts,
+        interface=iface,
+        program="horovodrun",  # found on the nodes through PATH
+    )
     env = os.environ | {"PATH": program_path_env(), "HOROVOD_GLOO_TIMEOUT_SECONDS": "20"}
-    env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env |= ROOT_ENV
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     start = time.perf_counter()
     try:

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from workshop.benchmarking import run_record, spread, started_now
+from workshop.launch.ranks import ROOT_ENV, horovodrun_command
 
 WARMUP_STEPS = 20
 
@@ -88,10 +89,9 @@ def measure(kind: str, steps: int, batch_size: int, controller: str) -> float:
         "--batch-size",
         str(batch_size),
     ]
-    env = os.environ | {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env = os.environ | ROOT_ENV
     if kind != "plain":
-        np = kind[-1]
-        program = ["horovodrun", "-np", np, "-H", f"localhost:{np}", f"--{controller}", *program]
+        program = horovodrun_command(int(kind[-1]), program, controller=controller)
     result = subprocess.run(program, capture_output=True, text=True, env=env, check=False)
     for line in result.stdout.splitlines():
         if '"samples_per_s"' in line:

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from workshop.benchmarking import run_record, spread, started_now
+from workshop.launch.ranks import horovodrun_command
 
 ORDERS = {
     "tensorflow-first": ["tensorflow", "torch", "mxnet"],  # Horovod 0.28.1 as released
@@ -66,8 +67,9 @@ def check_s(order: list[str]) -> float:
 
 def launch_s(order: list[str]) -> float:
     """Wall seconds of a 2-rank horovodrun launch of ``python -c pass`` with ``order``."""
-    argv = [sys.executable, "-c", LAUNCHER, json.dumps(order)]
-    argv += ["-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "-c", "pass"]
+    # horovodrun's own command line, run by LAUNCHER instead of the horovodrun script
+    flags = horovodrun_command(2, [sys.executable, "-c", "pass"], program="horovodrun")[1:]
+    argv = [sys.executable, "-c", LAUNCHER, json.dumps(order), *flags]
     start = time.perf_counter()
     result = subprocess.run(argv, capture_output=True, text=True)
     took = time.perf_counter() - start
