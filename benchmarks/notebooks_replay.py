@@ -32,6 +32,7 @@ def main() -> int:
                 Path(tmp) / notebook.name,
                 # as CI replays them: every worked solution runs and is checked
                 {"RESULTS_PATH": str(Path(tmp) / f"{notebook.stem}.json"), "SOLUTIONS": True},
+                memory=True,
             )
             total += run.seconds
             worst = max(worst, run.peak_memory_bytes)

@@ -170,6 +170,28 @@ def test_keras_probe_judges_by_effect_not_only_by_errors():
     assert verdict["evidence"] == "raised on 1 of 2 ranks"
 
 
+def test_keras_probe_runs_the_pieces_in_one_launch_and_names_the_silent_ones(monkeypatch):
+    record = {"error": None, "weights_sha1": "a", "final_loss": 1.0, "lrs": [], "seconds": 0.4}
+    record["seeded_sha1"] = "s"
+    launches = []
+
+    def one_launch(script, np, args, timeout_s):
+        launches.append(list(args))
+        line = {"piece": "DistributedOptimizer", "ranks": [record, record]}
+        return lesson_scripts.Launch(["horovodrun"], 0, keras_probe.MARKER + json.dumps(line), 9)
+
+    monkeypatch.setattr(lesson_scripts, "horovodrun", one_launch)
+    verdicts = keras_probe.probe(("DistributedOptimizer",))
+    assert launches == [["--piece", "DistributedOptimizer"]]
+    assert verdicts[0]["works"] and verdicts[0]["seconds"] == 0.4  # the piece's, not the launch's
+    with pytest.raises(RuntimeError, match="no KERAS_PROBE line for MetricAverageCallback "
+                       r"\(reported: DistributedOptimizer; exit code 0\)"):  # fmt: skip
+        keras_probe.probe(("DistributedOptimizer", "MetricAverageCallback"))
+    assert launches[-1] == [
+        "--piece", "DistributedOptimizer", "--piece", "MetricAverageCallback"
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("name", list(recording.RUNS))
 def test_recorded_runs_have_provenance_and_epochs(name):
     found = recording.recorded(name)

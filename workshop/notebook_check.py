@@ -1,4 +1,5 @@
-"""Run a notebook with papermill and measure it: wall time and peak memory of the kernel.
+"""Run a notebook with papermill and measure it: wall time and, when asked, peak memory of the
+kernel.
 
 Memory is the kernel and every process it starts, taken two ways every 50 ms:
 
@@ -8,6 +9,10 @@ Memory is the kernel and every process it starts, taken two ways every 50 ms:
   cgroup (Binder's 2 GiB limit) charges, and it is what the tests hold to the budget;
 - ``peak_rss_bytes``: the sum of resident set sizes, which counts a shared page once per
   process that maps it: an upper bound, reported beside it.
+
+Reading PSS walks each process's page tables (``/proc/PID/smaps_rollup``): with live runs
+under the kernel (ranks that import TensorFlow) that sampling cost more CPU than some of the
+runs (34 CPU-s of lesson 02's live run), so it happens only with ``memory=True``.
 
 Used by tests/test_notebooks.py and benchmarks/notebooks_replay.py.
 """
@@ -29,8 +34,8 @@ class NotebookRun:
 
     path: Path
     seconds: float
-    peak_memory_bytes: int
-    peak_rss_bytes: int
+    peak_memory_bytes: int | None  # None: not sampled (memory=False)
+    peak_rss_bytes: int | None
 
 
 def _descendants_memory(root: psutil.Process) -> tuple[int, int]:
@@ -48,10 +53,16 @@ def _descendants_memory(root: psutil.Process) -> tuple[int, int]:
 
 
 def execute(
-    notebook: Path, output: Path, parameters: dict, cwd: Path | None = None
+    notebook: Path,
+    output: Path,
+    parameters: dict,
+    cwd: Path | None = None,
+    *,
+    memory: bool = False,
 ) -> NotebookRun:
-    """Execute ``notebook`` into ``output`` with papermill, sampling the memory of this process's
-    children (the kernel and what it starts) every 50 ms; returns time and the peaks."""
+    """Execute ``notebook`` into ``output`` with papermill; returns the time and, with
+    ``memory=True``, the peaks of this process's children (the kernel and what it starts),
+    sampled every 50 ms."""
     import papermill
 
     # The kernel inherits this process's environment: both variables are set for the run and
@@ -63,7 +74,7 @@ def execute(
     saved = {name: os.environ.get(name) for name in kernel_env}
     os.environ.update(kernel_env)
     me = psutil.Process(os.getpid())
-    peak_pss = peak_rss = 0
+    peak_pss = peak_rss = 0 if memory else None
     done = threading.Event()
 
     def sample():
@@ -74,7 +85,8 @@ def execute(
             time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    if memory:
+        sampler.start()
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
@@ -87,7 +99,8 @@ def execute(
         )
     finally:
         done.set()
-        sampler.join()
+        if memory:
+            sampler.join()
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
