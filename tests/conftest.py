@@ -12,6 +12,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import pickle
 import shutil
 import stat
 import subprocess
@@ -94,6 +95,13 @@ SAME_WORKER_MODULES = {
 # cluster while the other worker runs it.
 ALONE, NOT_LIVE, LONGEST, LIVE = range(4)
 LONGEST_TESTS = {"test_notebook_02_live_runs_the_programs"}
+# The tests that read lesson 02's one live run (the lesson_02_live fixture): one worker.
+LESSON_02_LIVE_TESTS = {
+    "test_notebook_02_live_runs_the_programs",
+    "test_solution_trains_under_horovodrun_and_loss_falls",
+    "test_solution_passes_workshop_check_and_skeleton_does_not",
+    "test_ddp_and_horovod_train_the_same_model",
+}
 
 
 def _uses(item, fixtures: set[str]) -> bool:
@@ -134,6 +142,8 @@ def _xdist_group(nodeid: str) -> str | None:
         return "alone"  # one unit: the cluster module and the other tests that run alone
     if module in SAME_WORKER_MODULES:
         return module
+    if function in LESSON_02_LIVE_TESTS:
+        return "lesson-02-live"
     if function in LEARNER_TESTS:
         return "learner-" + param.rstrip("]")
     return None
@@ -145,6 +155,8 @@ def _check_groups(item) -> None:
         raise pytest.UsageError(f"{item.nodeid}: update ALONE_TESTS in tests/conftest.py")
     if "learner_run" in item.fixturenames and not (group or "").startswith("learner-"):
         raise pytest.UsageError(f"{item.nodeid}: update LEARNER_TESTS in tests/conftest.py")
+    if ("lesson_02_live" in item.fixturenames) != (group == "lesson-02-live"):
+        raise pytest.UsageError(f"{item.nodeid}: update LESSON_02_LIVE_TESTS in tests/conftest.py")
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -244,6 +256,63 @@ def horovod_ready():
     """Skip nothing silently: live tests fail loudly when Horovod is missing."""
     if not find_program("horovodrun"):
         pytest.fail("horovodrun not found: run `bash scripts/setup.sh --no-run` first")
+
+
+# Lesson 02's live run: every program of the lesson for real (serial, Horovod with PyTorch,
+# TensorFlow and Keras, DDP, workshop check, the Keras probe, one benchmark repeat). The notebook
+# test and the lessons' live tests read the same run instead of starting those programs again.
+LESSON_02 = REPO / "notebooks" / "02-your-first-horovod-program.ipynb"
+# Objects of the run, taken from the kernel after the notebook's last cell.
+LESSON_02_OBJECTS = ("hvd_run", "ddp_run", "skeleton_report", "report")
+_KEEP_CELL = """\
+import pickle as _pickle
+with open({path!r}, "wb") as _out:
+    _pickle.dump({{_name: globals()[_name] for _name in {names!r}}}, _out)
+"""
+
+
+@dataclasses.dataclass
+class Lesson02Live:
+    """Lesson 02 executed with LIVE (and SOLUTIONS): its results file, the learner's work folder
+    and the kernel's objects named in ``LESSON_02_OBJECTS`` (``hvd_run``: the Horovod PyTorch
+    solution's launch, 3 epochs of 20 steps; ``ddp_run``: the DDP script's, same arguments;
+    ``skeleton_report`` / ``report``: ``workshop check`` of the skeleton / the solution)."""
+
+    results: dict
+    work_dir: Path
+    objects: dict
+
+
+@pytest.fixture(scope="session")
+def lesson_02_live(tmp_path_factory, horovod_ready) -> Lesson02Live:
+    """Lesson 02 run live once per test process (its tests share one xdist worker:
+    LESSON_02_LIVE_TESTS), under the CPU lock while it runs."""
+    import nbformat
+
+    from workshop.notebook_check import execute
+
+    folder = tmp_path_factory.mktemp("lesson-02-live")
+    objects_path = folder / "objects.pickle"
+    copy = nbformat.read(LESSON_02, as_version=4)
+    keep = _KEEP_CELL.format(path=str(objects_path), names=LESSON_02_OBJECTS)
+    copy.cells.append(nbformat.v4.new_code_cell(keep))
+    source = folder / f"source-{LESSON_02.name}"
+    nbformat.write(copy, source)
+    parameters = {
+        "RESULTS_PATH": str(folder / "results.json"),
+        "LIVE": True,
+        "SOLUTIONS": True,
+        "BENCHMARK_REPEATS": 1,
+        "WORK_DIR": str(folder / "mine"),
+    }
+    with pytest.MonkeyPatch.context() as patch, _live_lock(alone=False):
+        patch.setenv("WORKSHOP_RUNS", str(folder / "runs"))
+        # from the notebooks folder, as a learner runs it
+        execute(source, folder / LESSON_02.name, parameters, cwd=LESSON_02.parent)
+    with objects_path.open("rb") as handle:
+        objects = pickle.load(handle)
+    results = json.loads((folder / "results.json").read_text())
+    return Lesson02Live(results, folder / "mine", objects)
 
 
 @pytest.fixture(scope="session")

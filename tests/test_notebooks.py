@@ -535,28 +535,18 @@ def test_notebook_03_live_launches_real_runs(tmp_path, monkeypatch, cpu_lock, ho
 
 @pytest.mark.live
 @pytest.mark.notebook
-def test_notebook_02_live_runs_the_programs(tmp_path, monkeypatch, cpu_lock, horovod_ready):
+def test_notebook_02_live_runs_the_programs(lesson_02_live):
     # LIVE: the serial, Horovod (PyTorch, TensorFlow, Keras) and DDP programs, the checker, the
-    # Keras probe and one benchmark repeat all run for real; the learner's files go to WORK_DIR.
-    monkeypatch.setenv("WORKSHOP_RUNS", str(tmp_path / "runs"))
-    results_path = tmp_path / "results.json"
-    notebook = REPO / "notebooks" / "02-your-first-horovod-program.ipynb"
-    parameters = {
-        "RESULTS_PATH": str(results_path),
-        "LIVE": True,
-        "SOLUTIONS": True,
-        "BENCHMARK_REPEATS": 1,
-        "WORK_DIR": str(tmp_path / "mine"),
-    }
-    execute(notebook, tmp_path / notebook.name, parameters)
-    got = json.loads(results_path.read_text())
+    # Keras probe and one benchmark repeat all run for real (tests/conftest.py: lesson_02_live);
+    # the learner's files go to WORK_DIR.
+    got, mine = lesson_02_live.results, lesson_02_live.work_dir
     assert got["live"] is True and got["solution_checks_ok"] == 6
     # the live Keras probe (all six pieces in one launch) of the patched build: all work
     assert got["keras_pieces_failing_workshop_build"] == "", got
     assert got["hvd_final_train_loss"] < got["hvd_first_train_loss"]
     assert got["resumed_first_epoch"] == 3 and got["resume_matches_uninterrupted"] is True
-    assert (tmp_path / "mine" / "hvd_torch_skeleton.py").exists()
-    assert (tmp_path / "mine" / "checkpoints" / "checkpoint.pt").exists()
+    assert (mine / "hvd_torch_skeleton.py").exists()
+    assert (mine / "checkpoints" / "checkpoint.pt").exists()
 
 
 @pytest.mark.notebook
