@@ -1,21 +1,27 @@
-"""What horovodrun's build check costs each launch, and what fix 8 of the build saves.
+"""What horovodrun's build check costs each launch, and what fixes 8 and 9 of the build save.
 
 Before it starts a rank, horovodrun asks an extension whether Gloo (or MPI) was built
 (``horovod/common/util.py``: ``gloo_built`` tries the extensions in ``EXTENSIONS`` order, each
-imported in a forked process, until one answers). Horovod 0.28.1 as released tries TensorFlow
-first, so every launch imports TensorFlow, even a PyTorch run's; the workshop's build (fix 8 in
-scripts/build_horovod.sh) tries torch first. Both orders give the same answer here.
+in a forked process, until one answers). Horovod 0.28.1 as released imports each extension
+there, TensorFlow first, so every launch imports TensorFlow, even a PyTorch run's. The
+workshop's build tries torch first (fix 8 in scripts/build_horovod.sh), and loads the
+extension's library with ctypes instead of importing its framework (fix 9). All three give the
+same answer here.
 
-Measured in one run, interleaved (the order alternates each round), on the installed Horovod
-with the order set before horovodrun's code runs:
+Measured in one run, interleaved (the variants' order rotates each round), on the installed
+Horovod (which must have fix 9) with the variant set before horovodrun's code runs:
+
+  as-released  TensorFlow first, each extension imported (Horovod 0.28.1 as released);
+  fix-8        torch first, imported;
+  fix-9        torch first, its library loaded (the workshop's build);
 
   check   the build check alone: ``gloo_built()``, wall seconds;
   launch  a whole 2-rank launch, ``horovodrun -np 2 --gloo python -c pass`` (rendezvous and
           two trivial ranks), wall seconds.
 
-It prints min / median / max per order, the per-round differences (TensorFlow first minus
-torch first) and, with ``--out DIR``, writes DIR/result.json with every round and the
-provenance (command, UTC times, load average, git commit, versions, host).
+It prints min / median / max per variant and the per-round differences (as-released minus
+fix-9, fix-8 minus fix-9) and, with ``--out DIR``, writes DIR/result.json with every round and
+the provenance (command, UTC times, load average, git commit, versions, host).
 
     flock /tmp/workshop-cpu.lock python benchmarks/launch_check.py [--repeats 7] \
         [--out data/benchmarks/launch-check]
@@ -33,48 +39,52 @@ from pathlib import Path
 from workshop.benchmarking import run_record, spread, started_now
 from workshop.launch.ranks import horovodrun_command
 
-ORDERS = {
-    "tensorflow-first": ["tensorflow", "torch", "mxnet"],  # Horovod 0.28.1 as released
-    "torch-first": ["torch", "tensorflow", "mxnet"],  # the workshop's build (fix 8)
+#: name -> (EXTENSIONS order, how an extension answers: "import" it, or its "library")
+VARIANTS = {
+    "as-released": (["tensorflow", "torch", "mxnet"], "import"),
+    "fix-8": (["torch", "tensorflow", "mxnet"], "import"),
+    "fix-9": (["torch", "tensorflow", "mxnet"], "library"),
 }
-# Runs horovodrun's own command line with the extension order of argv[1].
-LAUNCHER = (
-    "import json, sys; import horovod.common.util as util; "
-    "util.EXTENSIONS[:] = json.loads(sys.argv.pop(1)); "
-    "from horovod.runner.launch import run_commandline; run_commandline()"
+# Sets the variant of argv[1] in horovod.common.util: the order, and for "import" an
+# _extension_library that imports the extension as 0.28.1 does.
+SET_VARIANT = (
+    "import importlib, json, sys; import horovod.common.util as util; "
+    "order, how = json.loads(sys.argv.pop(1)); util.EXTENSIONS[:] = order; "
+    "util._extension_library = (util._extension_library if how == 'library' else "
+    "lambda name: importlib.import_module('.' + name, 'horovod')); "
 )
+# Runs horovodrun's own command line with that variant.
+LAUNCHER = SET_VARIANT + "from horovod.runner.launch import run_commandline; run_commandline()"
 CHECK = (
-    "import json, sys, time; import horovod.common.util as util; "
-    "util.EXTENSIONS[:] = json.loads(sys.argv[1]); "
-    "t = time.perf_counter(); built = util.gloo_built(); "
+    SET_VARIANT + "import time; t = time.perf_counter(); built = util.gloo_built(); "
     "print(json.dumps({'built': built, 's': time.perf_counter() - t}))"
 )
 
 
-def check_s(order: list[str]) -> float:
-    """Seconds of ``gloo_built()`` with ``order`` (fails if it does not say True)."""
+def check_s(variant: tuple) -> float:
+    """Seconds of ``gloo_built()`` with ``variant`` (fails if it does not say True)."""
     out = subprocess.run(
-        [sys.executable, "-c", CHECK, json.dumps(order)],
+        [sys.executable, "-c", CHECK, json.dumps(variant)],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     found = json.loads(out.strip().splitlines()[-1])
     if found["built"] is not True:
-        raise SystemExit(f"gloo_built() said {found['built']!r} with {order}")
+        raise SystemExit(f"gloo_built() said {found['built']!r} with {variant}")
     return found["s"]
 
 
-def launch_s(order: list[str]) -> float:
-    """Wall seconds of a 2-rank horovodrun launch of ``python -c pass`` with ``order``."""
+def launch_s(variant: tuple) -> float:
+    """Wall seconds of a 2-rank horovodrun launch of ``python -c pass`` with ``variant``."""
     # horovodrun's own command line, run by LAUNCHER instead of the horovodrun script
     flags = horovodrun_command(2, [sys.executable, "-c", "pass"], program="horovodrun")[1:]
-    argv = [sys.executable, "-c", LAUNCHER, json.dumps(order), *flags]
+    argv = [sys.executable, "-c", LAUNCHER, json.dumps(variant), *flags]
     start = time.perf_counter()
     result = subprocess.run(argv, capture_output=True, text=True)
     took = time.perf_counter() - start
     if result.returncode != 0:
-        raise SystemExit(f"launch with {order} failed:\n{result.stdout}{result.stderr}")
+        raise SystemExit(f"launch with {variant} failed:\n{result.stdout}{result.stderr}")
     return took
 
 
@@ -85,20 +95,22 @@ def main() -> int:
     args = parser.parse_args()
     started, load = started_now()
     rounds = []
+    names = list(VARIANTS)
     for index in range(args.repeats):
-        names = list(ORDERS) if index % 2 == 0 else list(reversed(ORDERS))
-        row = {"round": index, "order": names}
-        for name in names:
-            row[f"check_s[{name}]"] = check_s(ORDERS[name])
-            row[f"launch_s[{name}]"] = launch_s(ORDERS[name])
+        order = names[index % 3 :] + names[: index % 3]
+        row = {"round": index, "order": order}
+        for name in order:
+            row[f"check_s[{name}]"] = check_s(VARIANTS[name])
+            row[f"launch_s[{name}]"] = launch_s(VARIANTS[name])
         rounds.append(row)
         print(json.dumps(row), flush=True)
     summary = {}
     for what in ("check_s", "launch_s"):
-        for name in ORDERS:
+        for name in VARIANTS:
             summary[f"{what}[{name}]"] = spread([r[f"{what}[{name}]"] for r in rounds])
-        saved = [r[f"{what}[tensorflow-first]"] - r[f"{what}[torch-first]"] for r in rounds]
-        summary[f"{what} saved per round (tensorflow-first - torch-first)"] = spread(saved)
+        for before in ("as-released", "fix-8"):
+            saved = [r[f"{what}[{before}]"] - r[f"{what}[fix-9]"] for r in rounds]
+            summary[f"{what} saved per round ({before} - fix-9)"] = spread(saved)
     for key, value in summary.items():
         print(f"{key}: min {value['min']:.2f} / median {value['median']:.2f} / "
               f"max {value['max']:.2f} s")  # fmt: skip

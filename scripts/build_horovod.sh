@@ -36,6 +36,14 @@
 #      TensorFlow (about 2.4 s here) even for a PyTorch run. The order becomes torch first
 #      (the answer is the same: both are built with Gloo and MPI, which setup checks);
 #      benchmarks/launch_check.py measures the difference.
+#   9. launch time, again: even torch first, the check imports torch (about 1 CPU-s) only to
+#      call a function of the extension's own library (horovod_gloo_built ...). The built-with
+#      checks (MPI, Gloo, NCCL, DDL, CCL) load that library with ctypes instead, as the
+#      extension itself does (HorovodBasics), without its framework's Python package; the
+#      library still links the framework's libraries, so a broken one still answers nothing.
+#      A library that does not load alone (TensorFlow's finds libtensorflow_framework only
+#      once TensorFlow is imported) is asked as before, by importing the extension.
+#      `horovodrun --check-build`'s "available frameworks" still imports each framework.
 # The wheel is cached outside the clone, keyed by Horovod, torch (version and build),
 # TensorFlow and Python versions, so a second setup (or CI on a fresh clone) does not recompile.
 # The build log is kept in the cache folder: $WORKSHOP_CACHE/logs/.
@@ -60,9 +68,9 @@ print(torch + build, md.version("tensorflow-cpu"), py)
 PY
 )
 read -r TORCH_VERSION TF_VERSION PY_TAG <<<"$versions"
-# "release-tfkeras-torchfirst": the recipe with fixes 6, 7 and 8 (a wheel cached by an earlier
-# recipe is not reused).
-KEY="horovod${HOROVOD_VERSION}-torch${TORCH_VERSION}-tf${TF_VERSION}-${PY_TAG}-release-tfkeras-torchfirst"
+# "release-tfkeras-torchfirst-ctypescheck": the recipe with fixes 6 to 9 (a wheel cached by an
+# earlier recipe is not reused).
+KEY="horovod${HOROVOD_VERSION}-torch${TORCH_VERSION}-tf${TF_VERSION}-${PY_TAG}-release-tfkeras-torchfirst-ctypescheck"
 WHEEL_DIR="$CACHE_ROOT/wheels/$KEY"
 LOG_DIR="$CACHE_ROOT/logs"
 
@@ -73,6 +81,7 @@ import horovod.torch as ht, horovod.tensorflow as htf  # noqa: F401
 assert ht.gloo_built() and ht.mpi_built() and htf.gloo_built() and htf.mpi_built()
 from horovod.common.util import EXTENSIONS
 assert EXTENSIONS[0] == "torch", "built before fix 8"
+from horovod.common.util import _extension_library  # noqa: F401 (fix 9)
 PY
 then
     echo "[horovod] Horovod $HOROVOD_VERSION with torch+tensorflow+gloo+mpi is already installed"
@@ -138,8 +147,35 @@ for module in ("horovod/tensorflow/keras/__init__.py", "horovod/tensorflow/keras
 # 8. horovodrun's build check imports torch before TensorFlow (a faster answer, the same one).
 edit("horovod/common/util.py", r"EXTENSIONS = \['tensorflow', 'torch', 'mxnet'\]",
      "EXTENSIONS = ['torch', 'tensorflow', 'mxnet']  # horovod-workshop: torch first (launch time)")
+# 9. ... and answers the built-with checks from the extension's library, without its framework.
+edit("horovod/common/util.py", r"\ndef _check_extension_lambda\(", """
+def _extension_library(ext_base_name):
+    \"\"\"horovod-workshop (build fix 9): the extension's own library, loaded with ctypes as the
+    extension loads it (HorovodBasics), without importing its framework: enough to ask how
+    Horovod was built (mpi_built, gloo_built, nccl_built, ddl_built, ccl_built). A library
+    that does not load alone (TensorFlow's needs libtensorflow_framework, which only importing
+    TensorFlow puts in reach) is asked as in 0.28.1, through the imported extension.\"\"\"
+    import importlib
+    from horovod.common.basics import HorovodBasics
+    package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           ext_base_name, '__init__.py')
+    try:
+        return HorovodBasics(package, 'mpi_lib_v2' if ext_base_name == 'torch' else 'mpi_lib')
+    except OSError:
+        return importlib.import_module('.' + ext_base_name, 'horovod')
+
+
+def _check_extension_lambda(""")
+edit("horovod/common/util.py",
+     r"\n            ext = importlib\.import_module\('\.' \+ ext_base_name, 'horovod'\)\n",
+     """
+            if fn_desc.startswith('built with '):  # horovod-workshop: fix 9
+                ext = _extension_library(ext_base_name)
+            else:
+                ext = importlib.import_module('.' + ext_base_name, 'horovod')
+""")
 print("[horovod] source fixes applied: no XLA ops, CPU-only, no distutils, gcc 13/14, Release,"
-      " tf-keras backend, torch-first build check")
+      " tf-keras backend, torch-first build check from the extension's library")
 PY
 
     # Fix 1: a compiler wrapper that puts the C++ standard last (and fix 6's gcc memory

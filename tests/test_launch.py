@@ -1,10 +1,14 @@
 """The launcher's decisions, without starting processes."""
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from workshop.launch.ranks import rank_environment
 from workshop.launch.run import (
     RunConfig,
     launch_command,
@@ -160,3 +164,32 @@ def test_the_installed_horovodrun_checks_the_torch_extension_first(horovod_ready
     from horovod.common.util import EXTENSIONS
 
     assert EXTENSIONS[:2] == ["torch", "tensorflow"]
+
+
+def test_the_installed_horovodrun_asks_the_extensions_library_not_its_framework(horovod_ready):
+    # build fix 9: the built-with checks load torch's extension library (no torch import) and
+    # answer what the imported extensions answer; TensorFlow's library does not load alone, so
+    # it is asked through the imported extension, as before
+    code = """if True:
+        import json, sys
+        import horovod.common.util as util
+        lib = util._extension_library("torch")
+        library = [lib.gloo_built(), lib.mpi_built(), bool(lib.nccl_built())]
+        imported = sorted({"torch", "tensorflow"} & set(sys.modules))
+        checks = [util.gloo_built(), util.mpi_built(), bool(util.nccl_built())]
+        tf_ext = util._extension_library("tensorflow")
+        import horovod.torch as ht, horovod.tensorflow as htf
+        answers = [[e.gloo_built(), e.mpi_built(), bool(e.nccl_built())] for e in (ht, tf_ext)]
+        print(json.dumps([library, imported, checks, answers, tf_ext is htf]))
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=os.environ | rank_environment(),
+    )
+    assert done.returncode == 0, done.stderr
+    library, imported, checks, answers, tf_imported = json.loads(done.stdout.splitlines()[-1])
+    assert imported == []
+    assert library == checks == answers[0] == answers[1] == [True, True, False]
+    assert tf_imported is True
