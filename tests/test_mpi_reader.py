@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from workshop.analysis import mpi as mpi_analysis
 from workshop.paths import data_path
 from workshop.readers.mpitrace import (
     MpiTraceError,
@@ -176,6 +177,19 @@ def test_task_table_with_missing_rows(tmp_path):
     prof = parse_mpitrace(cut, source="x")
     assert len(prof.tasks) == 9 and not prof.complete
     assert any("9 of 16 rows" in w for w in prof.warnings)
+
+
+def test_a_task_table_without_its_elapsed_column_reads_as_unknown_with_a_warning(tmp_path):
+    # found by tests/test_mpi_properties.py: one byte of "elapsed(s)" turned into a space
+    path = tmp_path / "mpi_profile.1.0"
+    path.write_text(CPU_FILE.read_text().replace(" elapsed(s) ", "  lapsed(s) ", 1))
+    with pytest.warns(MpiTraceWarning, match=r"line \d+: the task table has no elapsed\(s\)"):
+        prof = read_mpitrace(path)
+    assert prof.tasks["elapsed_s"].dtype == "float64" and prof.tasks["elapsed_s"].isna().all()
+    assert prof.tasks["comm_s"].notna().all() and "lapsed_s" in prof.tasks
+    summary = mpi_analysis.profile_summary(prof)  # raised TypeError (float of pandas.NA)
+    assert summary["load_imbalance"]["max_elapsed_s"] is None  # JSON's null for NaN
+    assert summary["load_imbalance"]["mean_comm_s"] > 0
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ The file format and what the reader keeps: see :mod:`workshop.readers.mpitrace`.
 from __future__ import annotations
 
 import glob
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -146,13 +147,14 @@ def _tasks_table(files: list[ProfileFile], jobid: str) -> pd.DataFrame:
     """:attr:`MpiProfile.tasks`: the all-task table of the first file that holds one."""
     holder = next((f for f in files if f.tasks), None)
     tasks = pd.DataFrame(holder.tasks if holder else [])
+    numbers = {col: "float64" for col in _TASK_TABLE_COLUMNS if col.endswith(("_s", "_mb"))}
     for col in _TASK_TABLE_COLUMNS:
-        if col not in tasks:
-            tasks[col] = pd.NA
+        if col not in tasks:  # a column the file lacks: NaN in a float column, else NA
+            tasks[col] = math.nan if col in numbers else pd.NA
     extra_cols = [c for c in tasks.columns if c not in _TASK_TABLE_COLUMNS]
     tasks = tasks[_TASK_TABLE_COLUMNS + extra_cols].drop_duplicates("taskid").sort_values("taskid")
     tasks.insert(0, "jobid", jobid)
-    tasks = tasks.astype({"taskid": "int64", "cpu": "Int64", "switches": "Int64"})
+    tasks = tasks.astype({"taskid": "int64", "cpu": "Int64", "switches": "Int64"} | numbers)
     return tasks.reset_index(drop=True)
 
 

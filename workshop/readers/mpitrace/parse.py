@@ -75,6 +75,9 @@ _TASK_COLUMNS = {
     "switches": "switches",
 }
 
+# Columns every mpitrace task table has; without them its time findings are unknown.
+_TASK_TIME_COLUMNS = ("comm(s)", "elapsed(s)")
+
 
 class _Parser:
     """Line-by-line state machine over one file's text.
@@ -321,6 +324,12 @@ class _Parser:
                 header.append("mem_mb")
             else:
                 header.append(re.sub(r"\W+", "_", low).strip("_"))
+        missing = [name for name in _TASK_TIME_COLUMNS if _TASK_COLUMNS[name] not in header]
+        if missing:  # e.g. a header cut or mangled: its columns' values are unknown, not 0
+            self.warn(
+                f"line {lineno}: the task table has no {' or '.join(missing)} column: "
+                "those values are unknown (NaN)"
+            )
         return header
 
     def task_row(self, lineno: int, line: str, header: list[str]) -> None:
