@@ -4,6 +4,7 @@ a crash, an endless loop)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -423,6 +424,27 @@ def test_runner_keeps_the_scripts_exit_status(tmp_path):
     result, observed = run_runner(tmp_path, "import sys\nsys.exit(3)\n")
     assert result.returncode == 3
     assert observed["status"] == "exit" and observed["exit_code"] == 3
+
+
+def test_runner_loads_nothing_beside_the_script_but_its_observer(tmp_path):
+    # Every rank of a check imports the runner: it loaded the launcher, workshop.launch and
+    # pandas (0.25 CPU-s a rank) through workshop.check's __init__.
+    source = (
+        "import sys\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('workshop', 'pandas', "
+        "'numpy')))\n"
+    )
+    result, observed = run_runner(tmp_path, source)
+    assert result.returncode == 0 and observed["status"] == "ok", result.stderr
+    loaded = ast.literal_eval(result.stdout.strip())
+    # (the runner itself is __main__)
+    assert loaded == [
+        "workshop", "workshop.check", "workshop.check.observe", "workshop.check.verdicts",
+        "workshop.paths",
+    ]  # fmt: skip
+    # the launcher's names are still there, loaded on first use
+    assert check.check_script.__module__ == "workshop.check.launch"
+    assert {"CheckError", "Report", "check_script"} <= set(dir(check)) & set(check.__all__)
 
 
 def test_bad_input_is_named(tmp_path):

@@ -34,7 +34,22 @@ bit (Horovod's averaged gradients are bitwise equal on every rank: 40 steps of a
 Adam, PyTorch and TensorFlow, Gloo, np=2, were).
 """
 
-from workshop.check.launch import CheckError, Report, check_script
 from workshop.check.verdicts import CHECK_NAMES, Check, judge
 
+# The launcher's names are imported on first use: every rank of a check imports
+# workshop.check.runner, which must load nothing the learner's script does not (the launcher
+# brings workshop.launch and pandas: 0.25 CPU-s a rank).
+LAUNCH_NAMES = ("CheckError", "Report", "check_script")
 __all__ = ["CHECK_NAMES", "Check", "CheckError", "Report", "check_script", "judge"]
+
+
+def __getattr__(name: str):
+    if name in LAUNCH_NAMES:
+        from workshop.check import launch
+
+        return getattr(launch, name)
+    raise AttributeError(f"module 'workshop.check' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
