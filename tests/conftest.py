@@ -59,8 +59,11 @@ def _held_by_an_ancestor(handle) -> bool:
 # Its workers are the controller's children, so the lock counts as held for them
 # (_held_by_an_ancestor); among themselves they share the run's own lane lock: a live test
 # takes it shared (at most one live test per worker, so two at a time with -n 2) and a test
-# that must run alone (root's emulated cluster, the tests that time how fast runs stop) takes
-# it exclusively. Without xdist, every live test takes the machine lock itself, as before.
+# that must run alone (the tests that time how fast runs stop or time out) takes it
+# exclusively. The emulated cluster's module shares it: its runs mostly wait (a link going
+# down, keep-alives) and its bounds are loose (a lost node ends a run in < 60 s; it takes
+# 5-14 s beside other live tests), so the other worker's live tests fill that idle core.
+# Without xdist, every live test takes the machine lock itself, as before.
 LANES_ENV = "WORKSHOP_TEST_LANES"
 
 
@@ -91,8 +94,8 @@ SAME_WORKER_MODULES = {
 # The order xdist hands tests out in (scripts/test.sh passes --no-loadscope-reorder): first the
 # tests that run alone (one worker) beside the tests that start no processes (the other), then
 # the longest live test, then the other live tests, two at a time. A group goes where its
-# latest member would: a module whose fixture holds the lock shared must not wait behind the
-# cluster while the other worker runs it.
+# latest member would: a module whose fixture holds the lock shared must not wait behind an
+# alone test while the other worker runs it.
 ALONE, NOT_LIVE, LONGEST, LIVE = range(4)
 LONGEST_TESTS = {"test_notebook_02_live_runs_the_programs"}
 # The tests that read lesson 02's one live run (the lesson_02_live fixture): one worker.
@@ -109,7 +112,7 @@ def _uses(item, fixtures: set[str]) -> bool:
 
 
 def _xdist_rank(item) -> int:
-    if _uses(item, {"cpu_alone", "cpu_alone_module"}):
+    if _uses(item, {"cpu_alone"}):
         return ALONE
     if getattr(item, "originalname", item.name) in LONGEST_TESTS:
         return LONGEST
@@ -138,8 +141,8 @@ def _xdist_group(nodeid: str) -> str | None:
     path, _, name = nodeid.partition("::")
     function, _, param = name.partition("[")
     module = path.rsplit("/", 1)[-1]
-    if module == "test_cluster_live.py" or function in ALONE_TESTS:
-        return "alone"  # one unit: the cluster module and the other tests that run alone
+    if function in ALONE_TESTS:
+        return "alone"  # one unit: the tests that run alone
     if module in SAME_WORKER_MODULES:
         return module
     if function in LESSON_02_LIVE_TESTS:
@@ -151,7 +154,7 @@ def _xdist_group(nodeid: str) -> str | None:
 
 def _check_groups(item) -> None:
     group = _xdist_group(item.nodeid)
-    if _uses(item, {"cpu_alone", "cpu_alone_module"}) != (group == "alone"):
+    if _uses(item, {"cpu_alone"}) != (group == "alone"):
         raise pytest.UsageError(f"{item.nodeid}: update ALONE_TESTS in tests/conftest.py")
     if "learner_run" in item.fixturenames and not (group or "").startswith("learner-"):
         raise pytest.UsageError(f"{item.nodeid}: update LEARNER_TESTS in tests/conftest.py")
@@ -182,7 +185,7 @@ def pytest_collection_modifyitems(config, items):
         _check_groups(item)
         if group:
             group_rank[group] = max(group_rank.get(group, ALONE), rank[item])
-    # stable: collection order within a rank (the cluster module stays in its order)
+    # stable: collection order within a rank (a module's tests stay in their order)
     items.sort(key=lambda item: group_rank[groups[item]] if groups[item] else rank[item])
 
 
@@ -240,13 +243,6 @@ def cpu_lock_module():
 def cpu_alone():
     """:func:`cpu_lock` for a test whose timing assertions need the machine to itself: under
     xdist no other live test runs beside it (without xdist, the same as ``cpu_lock``)."""
-    with _live_lock(alone=True):
-        yield
-
-
-@pytest.fixture(scope="module")
-def cpu_alone_module():
-    """:func:`cpu_alone` held across a module (the emulated cluster)."""
     with _live_lock(alone=True):
         yield
 

@@ -78,7 +78,7 @@ def daemons_on(node: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(cpu_alone_module, horovod_ready):
+def cluster(cpu_lock_module, horovod_ready):
     if not Path(emulate.SSHD).exists():
         pytest.fail(f"{emulate.SSHD} missing: setup.sh installs openssh-server when root")
     if namespaces() or emulate.state_path().exists():
