@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, spread, started_now
+from workshop.benchmarking import print_spreads, spread, started_now, write_result
 from workshop.launch.ranks import horovodrun_command
 
 #: name -> (EXTENSIONS order, how an extension answers: "import" it, or its "library")
@@ -111,22 +111,10 @@ def main() -> int:
         for before in ("as-released", "fix-8"):
             saved = [r[f"{what}[{before}]"] - r[f"{what}[fix-9]"] for r in rounds]
             summary[f"{what} saved per round ({before} - fix-9)"] = spread(saved)
-    for key, value in summary.items():
-        print(f"{key}: min {value['min']:.2f} / median {value['median']:.2f} / "
-              f"max {value['max']:.2f} s")  # fmt: skip
+    print_spreads(summary, "s")
     if args.out:
-        from workshop.launch.run import provenance
-
-        args.out.mkdir(parents=True, exist_ok=True)
-        record = {
-            "what": __doc__.splitlines()[0],
-            "rounds": rounds,
-            "summary": summary,
-            "run": run_record(started, load),
-            "provenance": provenance(),
-        }
-        (args.out / "result.json").write_text(json.dumps(record, indent=2) + "\n")
-        print(f"wrote {args.out / 'result.json'}")
+        record = {"what": __doc__.splitlines()[0], "rounds": rounds, "summary": summary}
+        write_result(args.out, record, started, load)
     return 0
 
 

@@ -21,7 +21,6 @@ another (nothing else of ours runs beside them: run it under the CPU lock).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -32,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, spread, started_now
+from workshop.benchmarking import print_spreads, spread, started_now, write_result
 from workshop.paths import REPO_DIR
 
 PROBE = "import torch"
@@ -110,13 +109,8 @@ def main() -> int:
         what: spread([r[what] for r in rounds])
         for what in ("wall_s", "cpu_s", "probe_s_before", "wall_in_probes")
     }
-    for what, value in summary.items():
-        print(f"{what}: min {value['min']:.2f} / median {value['median']:.2f} / "
-              f"max {value['max']:.2f}")  # fmt: skip
+    print_spreads(summary)
     if args.out:
-        from workshop.launch.run import provenance
-
-        args.out.mkdir(parents=True, exist_ok=True)
         record = {
             "what": __doc__.splitlines()[0],
             "commit": commit,
@@ -124,11 +118,8 @@ def main() -> int:
             "setup": setup,
             "rounds": rounds,
             "summary": summary,
-            "run": run_record(started, load),
-            "provenance": provenance(),
         }
-        (args.out / "result.json").write_text(json.dumps(record, indent=2) + "\n")
-        print(f"wrote {args.out / 'result.json'}")
+        write_result(args.out, record, started, load)
     if failed:
         print(f"rounds {failed} failed: logs in {work}", file=sys.stderr)
         return 1

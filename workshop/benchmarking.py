@@ -10,6 +10,7 @@ the result), and the commit it ran. Versions and host come from
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -17,7 +18,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["git_commit", "run_record", "spread", "started_now"]
+__all__ = ["git_commit", "print_spreads", "run_record", "spread", "started_now", "write_result"]
 
 
 def started_now() -> tuple[str, list[float]]:
@@ -58,3 +59,25 @@ def spread(values: list[float]) -> dict:
         "max": max(values),
         "values": values,
     }
+
+
+def print_spreads(summary: dict[str, dict], unit: str = "") -> None:
+    """One line a measurement: ``name: min M / median M / max M unit``, two decimals."""
+    for name, value in summary.items():
+        line = f"min {value['min']:.2f} / median {value['median']:.2f} / max {value['max']:.2f}"
+        print(f"{name}: {line}{' ' + unit if unit else ''}")
+
+
+def write_result(
+    out: Path, record: dict, started: str, load_before: list[float] | tuple[float, ...]
+) -> Path:
+    """Write ``out/result.json``: ``record`` with the run (:func:`run_record`) and the versions
+    and host (:func:`workshop.launch.run.provenance`) beside it; return its path."""
+    from workshop.launch.run import provenance
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "result.json"
+    full = {**record, "run": run_record(started, load_before), "provenance": provenance()}
+    path.write_text(json.dumps(full, indent=2) + "\n")
+    print(f"wrote {path}")
+    return path
