@@ -103,10 +103,13 @@ def long_run_argv(out: Path, name: str, *options: str) -> list[str]:
     return [*cmd, *options, "--out", str(out), "--name", name]
 
 
-def _sigint_default() -> None:
-    # Ctrl-C reaches a foreground run; a test run started in the background (`pytest &`) would
-    # hand its children an ignored SIGINT, which the launcher keeps ignoring on purpose.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _stop_signals_default() -> None:
+    # These tests stop a run started in the foreground. A test run started in the background
+    # (`pytest &`) hands its children an ignored SIGINT, one under `nohup` an ignored SIGHUP,
+    # and the launcher keeps an ignored signal ignored on purpose (a `nohup workshop run`
+    # outlives its terminal): give the run the dispositions of a foreground command.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_alone, horovod_ready):
@@ -115,7 +118,7 @@ def test_ctrl_c_stops_every_rank_and_keeps_the_files(tmp_path, cpu_alone, horovo
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        preexec_fn=_sigint_default,
+        preexec_fn=_stop_signals_default,
     )
     deadline = time.time() + 120
     for line in process.stdout:
@@ -145,6 +148,7 @@ def _start_long_run(run_dir: Path) -> tuple[subprocess.Popen, list]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_stop_signals_default,
     )
     watchdog = threading.Timer(180, _kill_tree, [process])  # no epoch 1 in 3 minutes: stop
     watchdog.start()
