@@ -1,11 +1,11 @@
 """The test command's wall time from a fresh clone, beside this machine's speed in the same run.
 
-This machine is shared: the same work took 12-35 % more CPU time in one hour than in another
-(``import torch``: 1.25 CPU-s, later 1.7). So each round measures the machine's speed just
-before and just after the test command, with a probe of the suite's own main cost (a rank's
-start-up: ``import torch``, median of 3), and the result gives the test command's time both as
-measured and in probes (wall seconds / probe seconds), which compares rounds taken at
-different speeds.
+This machine is shared: the same work took up to 40 % more CPU time in one hour than in
+another (``import torch``: 1.45 CPU-s user + system, three hours later 2.0). So each round
+measures the machine's speed just before and just after the test command, with a probe of the
+suite's own main cost (a rank's start-up: ``import torch``, median of 3), and the result gives
+the test command's time both as measured and in probes (wall seconds / probe seconds),
+which compares rounds taken at different speeds.
 
 One fresh clone of the commit (``git clone`` of this checkout), set up once untimed with the
 README's first command (``CI=true bash scripts/setup.sh``); then each round times the README's
