@@ -146,8 +146,9 @@ fi
 step "Python packages"
 req_files=("$REPO/requirements/base.txt")
 [[ $WITH_TEST == 1 ]] && req_files+=("$REPO/requirements/test.txt")
+no_deps="$REPO/requirements/no-deps.txt"  # tf-keras: see the file
 stamp="$VENV/.workshop-requirements"
-want=$(cat "${req_files[@]}" | sha256sum | cut -d' ' -f1)
+want=$(cat "${req_files[@]}" "$no_deps" | sha256sum | cut -d' ' -f1)
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
     echo "requirements unchanged; nothing to install"
 else
@@ -172,6 +173,15 @@ else
     pip_args=()
     [[ -n "$torch_index" && "$torch_index" != none ]] && pip_args+=(--extra-index-url "$torch_index")
     python -m pip install --progress-bar off "${pip_args[@]}" "${req_files[@]/#/-r}"
+    python -m pip install --progress-bar off --no-deps -r "$no_deps"
+    # A venv set up before no-deps.txt has PyPI's full "tensorflow" (tf-keras pulled it in) over
+    # tensorflow-cpu's files: put tensorflow-cpu's own files back.
+    if python -m pip show tensorflow >/dev/null 2>&1; then
+        tf_cpu=$(grep -E '^tensorflow-cpu==' "$REPO/requirements/base.txt")
+        echo "replacing PyPI's full 'tensorflow' (once pulled in by tf-keras) by $tf_cpu"
+        python -m pip uninstall --yes tensorflow tensorflow-cpu
+        python -m pip install --progress-bar off --no-deps "$tf_cpu"
+    fi
     # torch and torchvision must be the same build (CPU or CUDA): a mismatch fails at import.
     if ! tv_error=$(python -c "import torchvision" 2>&1); then
         echo "ERROR: torchvision does not import beside torch" \

@@ -138,3 +138,25 @@ def test_doctor_names_the_torch_build(
         f"cuda: Optional[str] = {cuda}\nhip: Optional[str] = {hip}\n",
     )
     assert torch_build().startswith(expected)
+
+
+def test_setup_installs_tensorflow_cpu_alone() -> None:
+    """tf-keras declares a dependency on the distribution "tensorflow" (PyPI's full build); setup
+    installs tf-keras without its dependencies (requirements/no-deps.txt) and puts tensorflow-cpu's
+    own files back in a venv set up before, so the `tensorflow` module is tensorflow-cpu's."""
+    import importlib.util
+    from importlib import metadata
+
+    with pytest.raises(metadata.PackageNotFoundError):
+        metadata.distribution("tensorflow")
+    cpu = metadata.distribution("tensorflow-cpu")
+    assert metadata.version("tf-keras") == "2.21.0"
+    # the file that differs most: about 0.79 GB in tensorflow-cpu, 1.1 GB in the full build
+    package = Path(importlib.util.find_spec("tensorflow").submodule_search_locations[0])
+    library = package / "libtensorflow_cc.so.2"
+    (recorded,) = [f for f in cpu.files if f.as_posix() == "tensorflow/libtensorflow_cc.so.2"]
+    assert library.stat().st_size == recorded.size, f"{library} is not tensorflow-cpu's"
+    requirements = Path(__file__).resolve().parents[1] / "requirements"
+    assert "tf-keras==2.21.0" in (requirements / "no-deps.txt").read_text().splitlines()
+    base = (requirements / "base.txt").read_text().splitlines()
+    assert not any(line.startswith("tf-keras") for line in base)
