@@ -15,6 +15,7 @@ shuffled once with seed 0 and split 4,000 for training / 1,000 for testing.
 import argparse
 import itertools
 import os
+import sys  # [ddp:init]
 import time
 from pathlib import Path
 
@@ -199,11 +200,17 @@ def main():
                 },
                 checkpoint,
             )
-    # [ddp:init] leave together: a rank that tears Gloo down while the other still uses it
-    # can abort ("terminate called without an active exception", seen here once)
+    # [ddp:init] leave together, and let go of the process group
     dist.barrier()
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
+    # [ddp:init] then end without Python's shutdown. With DDP, PyTorch (2.14) keeps Gloo's
+    # worker threads running after destroy_process_group; one that frees a finished
+    # collective's tensor while Python shuts down aborts the rank ("terminate called without
+    # an active exception", now and then on a busy machine). Flush what was printed first.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
