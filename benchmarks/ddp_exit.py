@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from workshop.benchmarking import started_now, write_result
-from workshop.lessons import script_path
+from workshop.lessons import EPOCH_LINE, script_path, torchrun_command
 
 ARGS = ("--epochs", "3", "--steps", "20")
 ENDING = 'if __name__ == "__main__":\n    main()\n'
@@ -44,15 +44,11 @@ def versions(folder: Path) -> dict[str, Path]:
 
 def outcome(script: Path, nice: int) -> str:
     """``passed``, ``aborted`` or ``failed`` for one 2-process run of ``script``."""
-    torchrun = Path(sys.executable).parent / "torchrun"
-    command = ["nice", "-n", str(nice), str(torchrun), "--standalone", "--nproc_per_node", "2"]
-    done = subprocess.run(
-        [*command, str(script), *ARGS], capture_output=True, text=True, timeout=300
-    )
-    output = done.stdout + done.stderr
-    if "terminate called without an active exception" in output:
+    command = ["nice", "-n", str(nice), *torchrun_command(script, 2, ARGS)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if "terminate called without an active exception" in done.stdout + done.stderr:
         return "aborted"
-    epochs = sum(line.startswith("epoch ") for line in done.stdout.splitlines())
+    epochs = len(EPOCH_LINE.findall(done.stdout))
     return "passed" if done.returncode == 0 and epochs == 3 else "failed"
 
 

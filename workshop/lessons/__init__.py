@@ -61,6 +61,7 @@ from workshop.lessons.scripts import (
     python,
     run_check,
     torchrun,
+    torchrun_command,
 )
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "source",
     "todos",
     "torchrun",
+    "torchrun_command",
     "work_dir",
     "write_skeleton",
 ]

@@ -36,6 +36,7 @@ __all__ = [
     "python",
     "run_check",
     "torchrun",
+    "torchrun_command",
 ]
 
 
@@ -161,13 +162,25 @@ def torchrun(
     cwd: str | os.PathLike | None = None,
 ) -> Launch:
     """Start ``script`` with ``torchrun --standalone --nproc_per_node NPROC`` (PyTorch DDP)."""
+    return _run(torchrun_command(script, nproc, args), timeout_s, cwd)
+
+
+def torchrun_command(
+    script: str | os.PathLike, nproc: int = 2, args: tuple | list = ()
+) -> list[str]:
+    """The command :func:`torchrun` runs: this Python's ``torchrun`` (else the one on PATH),
+    ``--standalone --nproc_per_node NPROC``, the script (a file, or a shipped lesson script's
+    name) and its arguments.
+
+    Raises:
+        FileNotFoundError: no torchrun.
+    """
     beside = Path(sys.executable).parent / "torchrun"
     runner = str(beside) if beside.is_file() else shutil.which("torchrun")
     if not runner:
         raise FileNotFoundError(f"torchrun is neither next to {sys.executable} nor on PATH")
     path = Path(script) if Path(script).is_file() else script_path(str(script))
-    command = [runner, "--standalone", "--nproc_per_node", str(nproc), str(path), *map(str, args)]
-    return _run(command, timeout_s, cwd)
+    return [runner, "--standalone", "--nproc_per_node", str(nproc), str(path), *map(str, args)]
 
 
 def epochs(output: str) -> pd.DataFrame:
