@@ -120,18 +120,50 @@ def _matches(answer, expected, rel_tol: float, abs_tol: float) -> bool:
     return math.isclose(answer, expected, rel_tol=rel_tol, abs_tol=abs_tol)
 
 
+def _show(value) -> str:
+    """A value as a learner reads it: plain numbers (1,234 and 0.6931, not 1.234e+03 or
+    np.float64(0.6931)), a ranking as (a, b), a set as {a, b}, text in quotes."""
+    value = _plain(value)
+    if isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value) or value == 0:
+            return repr(value)
+        if abs(value) >= 1e4 or value.is_integer():
+            return f"{value:,.0f}"
+        return f"{value:.4g}" if abs(value) >= 1e-4 else f"{value:.3e}"
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(_show(v) for v in sorted(value, key=str)) + "}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_show(v) for v in value) + ")"
+    return repr(value)
+
+
 def _describe(expected, rel_tol: float, abs_tol: float) -> str:
-    expected = _plain(expected)
-    if isinstance(expected, (set, frozenset)):
-        return repr(sorted(expected, key=str))
-    if not _is_number(expected):
-        return repr(expected)
-    text = f"{expected:,.4g}"
-    if rel_tol:
-        text += f" (within {rel_tol:.0%})"
-    elif abs_tol:
-        text += f" (within {abs_tol:g})"
+    text = _show(expected)
+    if _is_number(_plain(expected)):
+        if rel_tol:
+            text += f" (within {rel_tol:.0%})"
+        elif abs_tol:
+            text += f" (within {abs_tol:g})"
     return text
+
+
+def _kind_note(answer, expected) -> str:
+    """Why an answer of the wrong kind cannot match: a number in quotes, a letter without."""
+    answer, expected = _plain(answer), _plain(expected)
+    if _is_number(expected) or (
+        isinstance(expected, (tuple, list)) and all(_is_number(_plain(e)) for e in expected)
+    ):
+        if isinstance(answer, str):
+            return " That is text (in quotes): write the number without quotes."
+        if isinstance(answer, bool):
+            return " That is True or False: the answer is a number."
+    if isinstance(expected, str) and not isinstance(answer, str):
+        return ' The answer is text: write it in quotes, e.g. "a".'
+    return ""
 
 
 def _hints(exercise: str, hints: Sequence[str]) -> tuple[str, ...]:
@@ -187,6 +219,7 @@ def check(
     rel_tol: float = 0.0,
     abs_tol: float = 0.0,
     hints: Sequence[str] = (),
+    behind: float | None = None,
 ) -> Verdict:
     """Say whether the learner's ``answer`` matches ``expected`` and print the verdict.
 
@@ -201,6 +234,9 @@ def check(
         rel_tol, abs_tol: tolerances for numbers.
         hints: 1 to 3 hints, shown one per wrong try (a question first, then the idea; never
             the value); the last one repeats.
+        behind: for a choice among ranges, the measured number the right letter stands for
+            (not shown; logged, so that a test can look for it where the learner reads before
+            answering).
 
     Returns:
         A :class:`Verdict`; truthy when right.
@@ -232,11 +268,10 @@ def check(
             exercise, None, f"[{exercise}] no answer yet: fill in your value, run the cell again."
         )
     elif _matches(answer, expected, rel_tol, abs_tol):
-        verdict = Verdict(exercise, True, f"[{exercise}] right: {_describe(expected, 0, 0)}.")
+        verdict = Verdict(exercise, True, f"[{exercise}] right: {_show(expected)}.")
     else:
-        got = _plain(answer)
-        shown = f"{got:,.4g}" if _is_number(got) else repr(got)
-        message = f"[{exercise}] not yet: you said {shown}."
+        message = f"[{exercise}] not yet: you said {_show(answer)}."
+        message += _kind_note(answer, expected)
         tries = _WRONG_TRIES.get(exercise, 0)
         _WRONG_TRIES[exercise] = tries + 1
         if hints:
@@ -252,6 +287,7 @@ def check(
         ok=verdict.ok,
         hints=list(hints),
         **_record_fields(expected, rel_tol, abs_tol),
+        **({} if behind is None else {"behind": float(_plain(behind))}),
     )
     print(verdict.message)
     if verdict.ok is False and _strict():
@@ -285,13 +321,13 @@ def check_solution(
     """
     _register(exercise, expected, rel_tol, abs_tol, ())
     ok = _matches(solution, expected, rel_tol, abs_tol)
-    got = _plain(solution)
-    shown = f"{got:,.4g}" if _is_number(got) else repr(got)
     if ok:
-        message = f"[{exercise}] worked solution: {shown}, matches the data."
+        message = f"[{exercise}] worked solution: {_show(solution)}, matches the data."
     else:
         wanted = _describe(expected, rel_tol, abs_tol)
-        message = f"[{exercise}] worked solution gives {shown} but the data give {wanted}."
+        message = (
+            f"[{exercise}] worked solution gives {_show(solution)} but the data give {wanted}."
+        )
     _SOLUTIONS[exercise] = ok
     _log("solution", exercise, ok=ok, **_record_fields(expected, rel_tol, abs_tol))
     print(message)
@@ -312,6 +348,36 @@ def solution_hidden(exercise: str) -> None:
         f"[{exercise}] worked solution not run: expand this cell to read it, or set "
         "SOLUTIONS = True in the parameters cell, run that cell, then this one."
     )
+
+
+def reveal(exercise: str | Sequence[str], text: str) -> bool:
+    """Print ``text``, a finding that gives away the answer of ``exercise`` (one id or several),
+    only once each of them was answered right or its worked solution ran in this kernel;
+    otherwise print which exercise to answer first. A Summary cell or a printout below an
+    exercise goes through this, so that Run All shows no answer before the learner's.
+
+    Returns:
+        True when ``text`` was printed.
+
+    >>> reset()
+    >>> reveal("00.1", "the answer was 42")
+    [00.1] answer exercise 00.1 above to see this line.
+    False
+    >>> _ = check("00.1", 42, expected=42, hints=("six times seven?",))
+    [00.1] right: 42.
+    >>> reveal("00.1", "the answer was 42")
+    the answer was 42
+    True
+    """
+    names = [exercise] if isinstance(exercise, str) else list(exercise)
+    waiting = [n for n in names if not (_RESULTS.get(n) or _SOLUTIONS.get(n))]
+    if waiting:
+        listed = " and ".join(waiting)
+        word = "exercise" if len(waiting) == 1 else "exercises"
+        print(f"[{listed}] answer {word} {listed} above to see this line.")
+        return False
+    print(text)
+    return True
 
 
 def passed() -> list[str]:
