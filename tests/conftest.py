@@ -132,6 +132,8 @@ ALONE_TESTS = {
 LEARNER_TESTS = {
     "test_a_learner_run_answers_nothing_for_the_learner",
     "test_no_prompt_or_hint_contains_the_expected_value",
+    "test_nothing_on_screen_gives_an_answer_away",
+    "test_every_check_rejects_the_classic_slips",
     "test_no_exercise_is_binary",
 }
 
