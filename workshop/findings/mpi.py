@@ -168,9 +168,11 @@ def _sized_signature_lines(sig: dict[str, object], small_bytes: float) -> list[s
         f"Negotiation signature: {sig['small_calls']} of {sig['allreduce_calls']} MPI_Allreduce "
         f"calls ({100 * sig['small_call_share']:.1f}%) move <= {small_bytes:g} bytes, taking "
         f"{sig['small_time_s']:.3f} s ({100 * sig['small_time_share']:.1f}% of the allreduce"
-        " time). In a Horovod run the 8-byte ones (16 while a timeline is recorded) are its "
-        "controller agreeing, once per background cycle, which tensors every rank has "
-        "ready; 4-byte ones are scalar tensors (e.g. averaged metrics)."
+        " time). In a Horovod run the 8-byte ones (16 while a timeline is recorded) are the "
+        "response cache's bit vector, one allreduce per background cycle: a bit per cached "
+        "tensor and 3 status bits in 64-bit words, so 8 bytes hold up to 61 cached tensors "
+        "(none with the cache off, when rank 0 gathers every request instead); 4-byte ones are "
+        "scalar tensors (e.g. averaged metrics)."
     ]
     if sig["large_calls"]:
         lines.append(

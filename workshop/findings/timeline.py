@@ -230,7 +230,8 @@ def _over_time_lines(tl: Timeline) -> list[str]:
 
 def _one_time_lines(tl: Timeline) -> list[str]:
     """One-time activities (INIT_NCCL, INIT_FUSION_BUFFER, ...) in seconds, tied to the step
-    they fell in (seed 000's slow first epoch: NCCL set-up, not the ranks' start-up skew)."""
+    they fell in (seed 000's slow first epoch: NCCL set-up is one candidate; its per-epoch times
+    alone cannot split the extra time between causes)."""
     found = one_time_activities(tl.spans)
     if found.empty:
         return []

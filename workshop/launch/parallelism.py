@@ -121,7 +121,7 @@ class Workers:
     def __init__(self, np: int = 2, *, threads: int = 1, timeout_s: float = 120.0):
         if np < 1:
             raise ValueError(f"Workers: np must be >= 1, got {np}")
-        self.np, self.timeout_s = np, timeout_s
+        self.np, self.threads, self.timeout_s = np, threads, timeout_s
         started = time.perf_counter()
         token = secrets.token_hex(16)
         env = dict(os.environ, WORKSHOP_DEMO_TOKEN=token, OMP_NUM_THREADS=str(threads))
