@@ -350,22 +350,37 @@ def solution_hidden(exercise: str) -> None:
     )
 
 
-def reveal(exercise: str | Sequence[str], text: str) -> bool:
+@dataclass(frozen=True)
+class Revealed:
+    """What :func:`reveal` did: truthy when it printed the text; displays nothing itself (a cell
+    ending in ``reveal(...)`` shows the printed line only)."""
+
+    shown: bool
+
+    def __bool__(self) -> bool:
+        return self.shown
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def reveal(exercise: str | Sequence[str], text: str) -> Revealed:
     """Print ``text``, a finding that gives away the answer of ``exercise`` (one id or several),
     only once each of them was answered right or its worked solution ran in this kernel;
     otherwise print which exercise to answer first. A Summary cell or a printout below an
     exercise goes through this, so that Run All shows no answer before the learner's.
 
     Returns:
-        True when ``text`` was printed.
+        A :class:`Revealed`, truthy when ``text`` was printed (``if reveal(...): display(...)``
+        shows a table only then).
 
     >>> reset()
-    >>> reveal("00.1", "the answer was 42")
+    >>> bool(reveal("00.1", "the answer was 42"))
     [00.1] answer exercise 00.1 above to see this line.
     False
     >>> _ = check("00.1", 42, expected=42, hints=("six times seven?",))
     [00.1] right: 42.
-    >>> reveal("00.1", "the answer was 42")
+    >>> bool(reveal("00.1", "the answer was 42"))
     the answer was 42
     True
     """
@@ -375,9 +390,9 @@ def reveal(exercise: str | Sequence[str], text: str) -> bool:
         listed = " and ".join(waiting)
         word = "exercise" if len(waiting) == 1 else "exercises"
         print(f"[{listed}] answer {word} {listed} above to see this line.")
-        return False
+        return Revealed(False)
     print(text)
-    return True
+    return Revealed(True)
 
 
 def passed() -> list[str]:
