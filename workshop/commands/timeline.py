@@ -81,8 +81,31 @@ def _report(args: argparse.Namespace) -> int:
     tl = _read(args.file)
     if tl is None:
         return 2
-    print("\n".join(timeline_findings(tl)))
+    print("\n".join([*_verdict(Path(args.file), tl), *timeline_findings(tl)]))
     return 0
+
+
+def _verdict(path: Path, tl: Any) -> list[str]:
+    """``workshop diagnose``'s verdict on the run the timeline belongs to (its run directory
+    when run.json is beside it, else the timeline alone), then an empty line."""
+    import pandas as pd
+
+    from workshop.findings.diagnose import diagnose, reference_for, verdict_line
+    from workshop.readers.runs import read_metrics, read_run, read_step_times
+
+    run_dir = path if path.is_dir() else path.parent
+    try:
+        reference, source = reference_for(None)
+    except (FileNotFoundError, ValueError) as exc:
+        return [f"(no verdict: {exc})", ""]
+    if (run_dir / "run.json").is_file():
+        record, metrics = read_run(run_dir), read_metrics(run_dir)
+        steps, where = read_step_times(run_dir), f"workshop diagnose {run_dir}"
+    else:
+        record, metrics, steps = {}, pd.DataFrame(columns=["lr"]), pd.DataFrame()
+        where = "the timeline alone: workshop diagnose RUN_DIR uses the whole run directory"
+    result = diagnose(record, metrics, steps, tl, reference, source)
+    return [f"{verdict_line(result)} ({where} for the evidence)", ""]
 
 
 def _summary(args: argparse.Namespace) -> int:

@@ -38,7 +38,15 @@ NAMES = {
         "read_mpitrace_jobs",
     ],
     "recordings": ["list_recordings"],
-    "runs": ["list_runs", "read_metrics", "read_run", "read_summary"],
+    "runs": [
+        "list_runs",
+        "read_healthy_reference",
+        "read_metrics",
+        "read_run",
+        "read_run_files",
+        "read_step_times",
+        "read_summary",
+    ],
     "sweep": ["read_manifest", "read_sweep", "run_dirs"],
     "timeline": [
         "Timeline",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -210,6 +212,124 @@ def read_metrics(run_dir: Path | str) -> pd.DataFrame:
         if rows
         else pd.DataFrame(columns=METRIC_COLUMNS)
     )
+
+
+STEP_TIME_COLUMNS = ["rank", "step", "data_s", "compute_s", "wait_s", "step_s"]
+
+
+def read_step_times(run_dir: Path | str) -> pd.DataFrame:
+    """Every rank's own time per training step (``logs/rank.N.steps.csv``, written by the
+    training programs since issue 31; see ``workshop.train.common.StepTimes``).
+
+    Columns: ``rank``, ``step`` (0-based over the run), ``data_s`` (taking the batch),
+    ``compute_s`` (forward, backward and update, without waiting for Horovod), ``wait_s``
+    (waiting for the gradients' allreduces), ``step_s`` (the whole step), all in seconds. A
+    run recorded before these files existed gives an empty frame.
+
+    Raises:
+        ValueError: a file lacks a column or holds a value that is not a number (names the
+            file and the line).
+    """
+    logs = _run_file(run_dir, "logs")
+    frames = []
+    for path in sorted(logs.glob("rank.*.steps.csv")):
+        rank = path.name.split(".")[1]
+        if not rank.isdigit():
+            continue
+        lines = path.read_text().splitlines()
+        header = lines[0].split(",") if lines else []
+        missing = [c for c in STEP_TIME_COLUMNS[1:] if c not in header]
+        if missing:
+            raise ValueError(f"{path}:1: missing column(s) {', '.join(missing)}")
+        rows = []
+        for number, line in enumerate(lines[1:], start=2):
+            fields = line.split(",")
+            if len(fields) != len(header):  # a rank killed mid-write leaves a cut last line
+                if number == len(lines):
+                    break
+                raise ValueError(f"{path}:{number}: {len(fields)} fields, not {len(header)}")
+            try:
+                rows.append([float(x) for x in fields])
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: not a number ({exc})") from exc
+        frame = pd.DataFrame(rows, columns=header)[STEP_TIME_COLUMNS[1:]]
+        frame.insert(0, "rank", int(rank))
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=STEP_TIME_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    out[["rank", "step"]] = out[["rank", "step"]].astype(int)
+    return out
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """What ``workshop diagnose`` reads from one run directory.
+
+    Attributes:
+        path: the run directory.
+        record: run.json (:func:`read_run`).
+        metrics: :func:`read_metrics`.
+        steps: :func:`read_step_times` (empty for runs recorded before the step files).
+        timeline: the run's ``timeline.json`` read, or None when the run has none.
+    """
+
+    path: Path
+    record: dict
+    metrics: pd.DataFrame
+    steps: pd.DataFrame
+    timeline: Any
+
+
+def read_run_files(run_dir: Path | str) -> RunFiles:
+    """run.json, metrics, step times and the timeline (when there is one) of a run directory.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`read_run`, :func:`read_metrics`,
+            :func:`read_step_times` and :func:`workshop.readers.timeline.read_timeline`.
+    """
+    from workshop.readers.timeline import read_timeline
+
+    run_dir = Path(run_dir)
+    record = read_run(run_dir)
+    timeline = None
+    if (run_dir / "timeline.json").is_file():
+        timeline = read_timeline(run_dir / "timeline.json")
+    return RunFiles(run_dir, record, read_metrics(run_dir), read_step_times(run_dir), timeline)
+
+
+#: The healthy reference that ``workshop diagnose`` compares a run with, under ``data/``.
+HEALTHY_REFERENCE = ("diagnose", "healthy-reference.json")
+
+
+def read_healthy_reference(path: Path | str | None = None) -> tuple[pd.DataFrame, dict]:
+    """The healthy reference of ``workshop diagnose``: each evidence number's spread over
+    recorded healthy runs of this workshop's machine (``data/diagnose/healthy-reference.json``,
+    written by ``benchmarks/straggler_signal.py`` from its healthy runs).
+
+    Returns:
+        ``(table, record)``: one row per measure (``measure``, ``min``, ``median``, ``max``,
+        ``runs``), and the whole file (provenance, the runs and their numbers).
+
+    Raises:
+        FileNotFoundError: the file is missing (names it).
+        ValueError: not JSON, or without its ``measures`` table.
+    """
+    from workshop.paths import data_path
+
+    path = Path(path) if path else data_path(*HEALTHY_REFERENCE)
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+    rows = record.get("measures")
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{path}: no 'measures' list")
+    table = pd.DataFrame(rows)
+    missing = [c for c in ("measure", "min", "median", "max", "runs") if c not in table]
+    if missing:
+        raise ValueError(f"{path}: 'measures' lacks {', '.join(missing)}")
+    return table.astype({"min": float, "median": float, "max": float}), record
 
 
 def read_summary(run_dir: Path | str) -> dict | None:

@@ -4,7 +4,8 @@ metrics and status files (the learning-rate rules they follow come from :mod:`wo
 Each rank is one process started by ``horovodrun`` (laptop) or by the batch system's MPI
 launcher (clusters), e.g. ``python -m workshop.train.torch_train --run-dir DIR --dataset mnist``.
 Rank 0 alone prints to the console and writes ``metrics.jsonl`` and ``summary.json``; every rank
-writes ``logs/rank.N.log`` and, when it ends, ``logs/rank.N.status`` (``ok``, ``failed`` or
+writes ``logs/rank.N.log``, its own time per training step in ``logs/rank.N.steps.csv``
+(:class:`StepTimes`) and, when it ends, ``logs/rank.N.status`` (``ok``, ``failed`` or
 ``interrupted``).
 """
 
@@ -123,6 +124,15 @@ class RankIO:
                 handle.write(json.dumps(record) + "\n")
         self.print(format_epoch(record, task))
 
+    def write_steps(self, steps: StepTimes) -> None:
+        """Append the epoch's step times to ``logs/rank.N.steps.csv`` (header first)."""
+        path = self.run_dir / "logs" / f"rank.{self.rank}.steps.csv"
+        with path.open("a") as handle:
+            if handle.tell() == 0:
+                handle.write(",".join(STEP_COLUMNS) + "\n")
+            handle.writelines(",".join(map(str, row)) + "\n" for row in steps.rows)
+        steps.rows.clear()
+
     def write_summary(self, summary: dict) -> None:
         if self.rank == 0:
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -178,6 +188,32 @@ def pin_device(
     if choice.note and hvd.rank() == 0:
         rank_io.print(f"device: {choice.note}")
     return choice, device_name
+
+
+#: The columns of ``logs/rank.N.steps.csv``: the step (0-based, over the run), then seconds.
+STEP_COLUMNS = ("step", "data_s", "compute_s", "wait_s", "step_s")
+
+
+class StepTimes:
+    """One rank's own time per training step, in seconds, split so that a rank slowed down by
+    its own work can be told from one that waits for the others:
+
+    - ``data_s``: taking the step's batches (indexing the in-memory data, copying to the device);
+    - ``compute_s``: forward, backward and the optimizer's update, without waiting for Horovod;
+    - ``wait_s``: waiting for the gradients' allreduces to finish (for the slower ranks and for
+      the communication itself);
+    - ``step_s``: the whole step, start to end (a little more than the three together).
+
+    Every rank waits for the slowest one inside ``wait_s``, so ``step_s`` is about the same on
+    every rank while ``compute_s`` is the rank's own. The program calls :meth:`add` once per
+    step; :meth:`RankIO.write_steps` writes the rows at the end of each epoch.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+
+    def add(self, step: int, data_s: float, compute_s: float, wait_s: float, step_s: float):
+        self.rows.append((step, *(round(x, 7) for x in (data_s, compute_s, wait_s, step_s))))
 
 
 @dataclass(frozen=True)
@@ -259,7 +295,7 @@ def run_training(
     device: str,
     threads: int,
     reduce: Reductions,
-    train_epoch: Callable[[np.ndarray, int], EpochTotals],
+    train_epoch: Callable[[np.ndarray, int, StepTimes], EpochTotals],
     evaluate: Callable[[], tuple[Any, Any]],
 ) -> None:
     """Train ``args.epochs`` epochs, timing training and testing apart; write each epoch,
@@ -275,10 +311,11 @@ def run_training(
         device: this rank's device, as pinned (see :func:`pin_device`).
         threads: this rank's compute threads.
         reduce: the framework's allreduces.
-        train_epoch: ``train_epoch(indices, first_step)`` runs ``plan.steps_per_epoch``
-            optimizer steps on the sample ``indices`` of this rank's shard, numbering the steps
-            from ``first_step`` (the LR schedule counts them); device work must be finished
-            when it returns, so the time is right.
+        train_epoch: ``train_epoch(indices, first_step, step_times)`` runs
+            ``plan.steps_per_epoch`` optimizer steps on the sample ``indices`` of this rank's
+            shard, numbering the steps from ``first_step`` (the LR schedule counts them), and
+            adds each step's times to ``step_times`` (:class:`StepTimes`); device work must be
+            finished when it returns, so the time is right.
         evaluate: returns this rank's ``(test_loss, test_score)``.
     """
     init_time_s = time.time() - PROCESS_START
@@ -286,11 +323,13 @@ def run_training(
     train_start = time.perf_counter()
     train_total_s = 0.0
     record = {}
+    step_times = StepTimes()
     for epoch in range(1, args.epochs + 1):
         indices = shard_indices(len(dataset.y_train), rank, size, epoch, args.seed)
         epoch_start = time.perf_counter()
-        totals = train_epoch(indices, (epoch - 1) * plan.steps_per_epoch)
+        totals = train_epoch(indices, (epoch - 1) * plan.steps_per_epoch, step_times)
         train_time_s = time.perf_counter() - epoch_start
+        rank_io.write_steps(step_times)
 
         test_start = time.perf_counter()
         test_loss, test_score = evaluate()

@@ -22,6 +22,7 @@ from workshop.train.common import (
     EpochTotals,
     Reductions,
     StepPlan,
+    StepTimes,
     build_parser,
     env_rank,
     inject_fault,
@@ -165,8 +166,16 @@ def loss_function(regression: bool):
 
 
 def distributed_step(hvd, model, optimizer, loss_fn, compression: str):
-    """The compiled training step ``step_fn(inputs, targets, first_batch) -> (loss, outputs)``:
-    gradients averaged over the workers by ``hvd.DistributedGradientTape``."""
+    """The compiled training step ``step_fn(inputs, targets, first_batch) -> (loss, outputs,
+    marks)``: gradients averaged over the workers by ``hvd.DistributedGradientTape``.
+
+    ``marks`` are two ``tf.timestamp()`` values in seconds, taken inside the graph: every local
+    gradient computed, and every averaged gradient back from Horovod. Horovod's tape computes
+    the local gradients and then hands them to its ``_allreduce_grads``
+    (horovod/tensorflow/__init__.py:1038 and 1076 at 0.28.1); the step wraps that function on
+    its own tape object to take the two marks, so this rank's compute is timed apart from its
+    wait, and the allreduces themselves are unchanged.
+    """
     import tensorflow as tf
 
     compressor = getattr(hvd.Compression, compression)
@@ -177,13 +186,25 @@ def distributed_step(hvd, model, optimizer, loss_fn, compression: str):
             outputs = model(inputs, training=True)
             loss = loss_fn(targets, outputs)
         tape = hvd.DistributedGradientTape(tape, compression=compressor)
+        marks = []
+        allreduce_grads = tape._allreduce_grads
+
+        def timed_allreduce(grads, *args):
+            with tf.control_dependencies([g for g in grads if g is not None]):
+                marks.append(tf.timestamp())
+            reduced = allreduce_grads(grads, *args)
+            with tf.control_dependencies([marks[-1], *[g for g in reduced if g is not None]]):
+                marks.append(tf.timestamp())
+            return reduced
+
+        tape._allreduce_grads = timed_allreduce
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         # Horovod practice: broadcast after the first step, once the optimizer has its slots.
         if first_batch:
             hvd.broadcast_variables(model.variables, root_rank=0)
             hvd.broadcast_variables(optimizer.variables(), root_rank=0)
-        return loss, outputs
+        return loss, outputs, tf.stack(marks)
 
     return step_fn
 
@@ -191,6 +212,7 @@ def distributed_step(hvd, model, optimizer, loss_fn, compression: str):
 def train_epoch(
     indices,
     first_step: int,
+    step_times: StepTimes,
     *,
     step_fn,
     optimizer,
@@ -201,22 +223,36 @@ def train_epoch(
     regression: bool,
 ) -> EpochTotals:
     """One epoch's optimizer steps on this rank's shard ``indices`` (see
-    :func:`workshop.train.common.run_epochs`)."""
+    :func:`workshop.train.common.run_training`), each step's times added to ``step_times``
+    (compute and wait from the marks of :func:`distributed_step`)."""
+    import time
+
     import numpy as np
     import tensorflow as tf
 
     loss_sum, correct, seen = 0.0, 0, 0
     lr = plan.base_lr
     for batch in range(plan.steps_per_epoch):
+        step_start = time.perf_counter()
         step = first_step + batch
         lr = lr_at(step, plan.steps_per_epoch, plan.base_lr, plan.target_lr, warmup_epochs)
         optimizer.learning_rate.assign(lr)
         idx = indices[batch * plan.batch_size : (batch + 1) * plan.batch_size]
-        loss, outputs = step_fn(tf.constant(x_train[idx]), tf.constant(y_train[idx]), step == 0)
+        fetch = time.perf_counter()
+        inputs, targets = tf.constant(x_train[idx]), tf.constant(y_train[idx])
+        begin = time.perf_counter()
+        loss, outputs, marks = step_fn(inputs, targets, step == 0)
+        local, reduced = marks.numpy()
+        # all of the call but the wait counts as compute (its dispatch and return too)
+        call_s = time.perf_counter() - begin
         loss_sum += float(loss) * len(idx)
         if not regression:
             correct += int(np.sum(np.argmax(outputs, axis=1) == y_train[idx]))
         seen += len(idx)
+        wait_s = reduced - local
+        step_times.add(
+            step, begin - fetch, call_s - wait_s, wait_s, time.perf_counter() - step_start
+        )
     return EpochTotals(loss_sum=loss_sum, correct=correct, seen=seen, lr=lr)
 
 

@@ -21,6 +21,7 @@ from workshop.train.common import (
     EpochTotals,
     Reductions,
     StepPlan,
+    StepTimes,
     build_parser,
     env_rank,
     inject_fault,
@@ -161,6 +162,7 @@ def distributed_optimizer(hvd, model, args):
 def train_epoch(
     indices,
     first_step: int,
+    step_times: StepTimes,
     *,
     model,
     optimizer,
@@ -173,7 +175,13 @@ def train_epoch(
     regression: bool,
 ) -> EpochTotals:
     """One epoch's optimizer steps on this rank's shard ``indices`` (see
-    :func:`workshop.train.common.run_epochs`); each step takes ``plan.passes`` batches."""
+    :func:`workshop.train.common.run_training`); each step takes ``plan.passes`` batches.
+
+    Each step's times go to ``step_times``: the gradients' allreduces are awaited by an explicit
+    ``optimizer.synchronize()`` and the update runs under ``optimizer.skip_synchronize()``
+    (Horovod's own pattern, horovod/torch/optimizer.py:305-320 at 0.28.1), so the wait is
+    timed apart from this rank's compute.
+    """
     import torch
 
     model.train()
@@ -181,16 +189,21 @@ def train_epoch(
     correct = torch.zeros((), device=device)
     seen = 0
     lr = plan.base_lr
+    clock = _clock(device)
     for batch in range(plan.steps_per_epoch):
+        step_start = clock()
         step = first_step + batch
         lr = lr_at(step, plan.steps_per_epoch, plan.base_lr, plan.target_lr, warmup_epochs)
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad()
+        data_s = compute_s = 0.0
         for part in range(plan.passes):
+            fetch = clock()
             first = batch * plan.step_samples + part * plan.batch_size
             idx = torch.from_numpy(indices[first : first + plan.batch_size])
             inputs, targets = x_train[idx].to(device), y_train[idx].to(device)
+            begin = clock()
             outputs = model(inputs)
             loss = loss_fn(outputs, targets)
             # the step applies the sum of the passes' gradients: average them instead
@@ -199,10 +212,34 @@ def train_epoch(
             if not regression:
                 correct += (outputs.argmax(1) == targets).sum()
             seen += len(idx)
-        optimizer.step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+            end = clock()
+            data_s, compute_s = data_s + begin - fetch, compute_s + end - begin
+        wait_start = clock()
+        optimizer.synchronize()
+        update_start = clock()
+        with optimizer.skip_synchronize():
+            optimizer.step()
+        step_end = clock()
+        compute_s += step_end - update_start
+        step_times.add(step, data_s, compute_s, update_start - wait_start, step_end - step_start)
     return EpochTotals(loss_sum=loss_sum, correct=correct, seen=seen, lr=lr)
+
+
+def _clock(device):
+    """``time.perf_counter`` that, on a GPU, first waits for the work queued so far (each time
+    must include the kernels it started; on the CPU the work is done when the call returns)."""
+    import time
+
+    import torch
+
+    if device.type != "cuda":
+        return time.perf_counter
+
+    def synchronized() -> float:
+        torch.cuda.synchronize()
+        return time.perf_counter()
+
+    return synchronized
 
 
 def evaluate(model, loss_fn, x_test, y_test, *, regression: bool):

@@ -1,0 +1,169 @@
+"""The evidence numbers of ``workshop diagnose`` (workshop.analysis.diagnose) and its sentences
+(workshop.findings.diagnose) on small frames whose answers can be worked out by hand, and the
+step-time files' reader."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from workshop.analysis import diagnose as d
+from workshop.findings.diagnose import diagnose, diagnose_lines, verdict_line
+from workshop.readers.runs import read_step_times
+
+
+def steps_frame(compute_ms: dict[int, list[float]], wait_ms=1.0, data_ms=0.1) -> pd.DataFrame:
+    """rank -> compute per step (ms); steps numbered from 0; step = data + compute + wait."""
+    rows = []
+    for rank, values in compute_ms.items():
+        for step, c in enumerate(values):
+            total = (data_ms + c + wait_ms) / 1e3
+            rows.append((rank, step, data_ms / 1e3, c / 1e3, wait_ms / 1e3, total))
+    return pd.DataFrame(rows, columns=list(d.STEP_COLUMNS))
+
+
+def test_compute_ratio_names_the_slow_rank_and_leaves_out_the_first_step():
+    # step 0 (start-up) is 100 ms on rank 0 and left out; after it rank 0 takes 10, 12, 11
+    # (median 11) and rank 1 takes 22, 20, 24 (median 22): 22 / 11 = 2.0, rank 1
+    steps = steps_frame({0: [100, 10, 12, 11], 1: [5, 22, 20, 24]})
+    assert d.compute_ratio(steps) == (2.0, 1)
+    table = d.compute_by_rank(steps).set_index("rank")
+    assert table.loc[1, "slowest_share"] == 1.0 and table.loc[0, "slowest_share"] == 0.0
+    assert table.loc[0, "steps"] == 3
+
+
+def test_a_balanced_run_gives_a_ratio_near_one_and_one_rank_gives_none():
+    # medians 11 and 11.5: 11.5 / 11 = 1.045...
+    steps = steps_frame({0: [9, 11, 10, 12], 1: [9, 12, 11, 11.5]})
+    ratio, rank = d.compute_ratio(steps)
+    assert ratio == pytest.approx(11.5 / 11) and rank == 1
+    assert math.isnan(d.compute_ratio(steps_frame({0: [1, 2, 3]}))[0])
+
+
+def test_comm_share_takes_the_rank_that_waits_least():
+    # rank 0 waits 8 ms of a 0.1 + 2 + 8 = 10.1 ms step; rank 1 (the slow one) 0.5 of 10.1
+    fast = steps_frame({0: [2, 2, 2]}, wait_ms=8.0)
+    slow = steps_frame({1: [9.5, 9.5, 9.5]}, wait_ms=0.5)
+    share = d.comm_share(pd.concat([fast, slow]))
+    assert share == pytest.approx(0.5 / 10.1)
+    # data: 0.1 of 10.1 ms on both ranks
+    assert d.data_share(pd.concat([fast, slow])) == pytest.approx(0.1 / 10.1)
+
+
+def ticks_frame(rows):
+    """(negotiation, rank, ts_us) -> Timeline.ticks columns, lateness behind the first."""
+    tk = pd.DataFrame(rows, columns=["negotiation", "rank", "ts_us"])
+    tk["tensor"], tk["pid"] = "grad", 0
+    tk["lateness_us"] = tk["ts_us"] - tk.groupby("negotiation")["ts_us"].transform("min")
+    return tk
+
+
+def test_tick_lateness_counts_a_same_cycle_tick_as_on_time():
+    # cycles start every 1000 us; in 3 negotiations rank 1's tick follows rank 0's by 300 us in
+    # the same cycle (the coordinator records its own requests first: not late); in the 4th it
+    # is 2 cycles behind. Raw ticks call rank 1 "last" 4 times; in cycles it is late once.
+    cycles = pd.DataFrame({"start_us": [i * 1000 for i in range(20)]})
+    tk = ticks_frame(
+        [(0, 0, 100), (0, 1, 400), (1, 0, 3100), (1, 1, 3400), (2, 0, 6100), (2, 1, 6400),
+         (3, 0, 9100), (3, 1, 11200)]
+    )  # fmt: skip
+    table = d.tick_lateness(tk, cycles).set_index("rank")
+    assert table.loc[1, "late_share"] == 0.25 and table.loc[1, "late_cycles"] == 0.5
+    assert table.loc[0, "late_cycles"] == 0.0
+    # without cycle marks: lateness < one cycle time counts 0, 2100 us is 2 cycles
+    assert d.tick_lateness(tk, None, cycle_us=1000).set_index("rank").loc[1, "late_cycles"] == 0.5
+
+
+REFERENCE = pd.DataFrame(
+    [
+        {"measure": "compute_ratio", "min": 1.0, "median": 1.05, "max": 1.1, "runs": 5},
+        {"measure": "lr_ratio", "min": 1.0, "median": 1.0, "max": 1.0, "runs": 5},
+        {"measure": "negotiate_ms", "min": 0.5, "median": 0.8, "max": 1.0, "runs": 5},
+    ]
+)
+
+
+def evidence_of(**values) -> pd.DataFrame:
+    rows = [
+        {"measure": m, "problem": d.MEASURES[m].problem, "value": v, "rank": math.nan}
+        for m, v in values.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_a_finding_lies_beyond_the_healthy_extreme_by_its_tolerance():
+    # compute_ratio: threshold max(1.1 x 1.25, 1.1 + 0) = 1.375; 1.3 is not a finding, 2.0 is
+    near = d.compare_with_reference(evidence_of(compute_ratio=1.3), REFERENCE)
+    assert near.loc[0, "threshold"] == pytest.approx(1.375) and not near.loc[0, "finding"]
+    far = d.compare_with_reference(evidence_of(compute_ratio=2.0), REFERENCE)
+    assert far.loc[0, "finding"] and far.loc[0, "severity"] == pytest.approx(2.0 / 1.375)
+    # lr_ratio is bad when low: threshold 1.0 / 1.25 = 0.8; 0.125 -> severity 0.8 / 0.125
+    low = d.compare_with_reference(evidence_of(lr_ratio=0.125, compute_ratio=2.0), REFERENCE)
+    assert list(low["measure"]) == ["lr_ratio", "compute_ratio"]  # most severe first
+    assert low.loc[0, "severity"] == pytest.approx(6.4)
+    assert not d.compare_with_reference(evidence_of(lr_ratio=0.9), REFERENCE).loc[0, "finding"]
+
+
+def run_record(**config) -> dict:
+    base = {"lr": 0.01, "batch_size": 32, "np": 2, "base_batch_size": None}
+    return {"status": "ok", "config": base | config}
+
+
+def test_a_setting_without_effect_is_a_note_and_one_with_effect_a_finding():
+    steps = steps_frame({0: [10] * 5, 1: [10.5] * 5})
+    metrics = pd.DataFrame({"lr": [0.02]})  # linear: 0.01 x 64 / 32 = 0.02, ratio 1
+    record = run_record(cache_capacity=0)
+    result = diagnose(record, metrics, steps, None, REFERENCE, "test")
+    assert result["healthy"] and result["findings"] == []
+    assert any("--cache-capacity 0" in n and "a note" in n for n in result["notes"])
+    assert verdict_line(result).startswith("most likely: nothing wrong")
+    # the unscaled LR shows in its number: a finding, with the fix
+    result = diagnose(
+        run_record(lr_scaling="none"), pd.DataFrame({"lr": [0.01]}), steps, None, REFERENCE, "t"
+    )
+    assert not result["healthy"]
+    assert [f["problem"] for f in result["findings"]] == ["lr_not_scaled"]
+    assert result["findings"][0]["value"] == pytest.approx(0.5)
+    assert "--lr-scaling linear" in result["findings"][0]["fix"]
+
+
+def test_the_straggler_verdict_names_the_rank_first():
+    steps = steps_frame({0: [21] * 6, 1: [10] * 6})
+    result = diagnose(run_record(), pd.DataFrame({"lr": [0.02]}), steps, None, REFERENCE, "t")
+    top = result["findings"][0]
+    assert top["problem"] == "straggler" and top["rank"] == 0
+    assert top["value"] == pytest.approx(2.1)
+    lines = diagnose_lines(result)
+    assert lines[0] == "most likely: a straggler, rank 0: rank 0's compute per step is 2.10x " + (
+        "the others'"
+    )
+    assert any("<- finding" in line for line in lines)
+
+
+def test_a_crashed_run_comes_first_whatever_else_it_shows():
+    steps = steps_frame({0: [21] * 6, 1: [10] * 6})
+    record = run_record() | {"status": "failed", "failed_ranks": [1]}
+    result = diagnose(record, pd.DataFrame({"lr": [0.02]}), steps, None, REFERENCE, "t")
+    assert [f["problem"] for f in result["findings"]] == ["crashed", "straggler"]
+    assert "failed rank(s) 1" in result["findings"][0]["evidence"]
+
+
+def test_read_step_times_keeps_a_cut_last_line_and_rejects_a_bad_one(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    header = "step,data_s,compute_s,wait_s,step_s\n"
+    (logs / "rank.0.steps.csv").write_text(header + "0,0.1,0.2,0.3,0.6\n1,0.1,0.2,0.3,0.6\n2,0.")
+    (logs / "rank.1.steps.csv").write_text(header + "0,0.1,0.4,0.1,0.6\n")
+    steps = read_step_times(tmp_path)
+    assert list(steps.columns) == list(d.STEP_COLUMNS)
+    assert steps.groupby("rank").size().to_dict() == {0: 2, 1: 1}
+    assert steps.loc[steps["rank"] == 1, "compute_s"].item() == 0.4
+    (logs / "rank.1.steps.csv").write_text(header + "0,0.1,x,0.1,0.6\n1,0.1,0.4,0.1,0.6\n")
+    with pytest.raises(ValueError, match=r"rank\.1\.steps\.csv:2: not a number"):
+        read_step_times(tmp_path)
+    (logs / "rank.1.steps.csv").write_text("step,compute_s\n")
+    with pytest.raises(ValueError, match="missing column"):
+        read_step_times(tmp_path)
+    assert read_step_times(tmp_path / "logs").empty  # a folder without step files

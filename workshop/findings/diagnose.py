@@ -1,0 +1,305 @@
+"""``workshop diagnose`` in words: the most likely problem of a run first, its evidence beside
+the healthy reference, the fix; built from :mod:`workshop.analysis.diagnose`.
+
+:func:`diagnose` returns the JSON of ``workshop diagnose --json``::
+
+    {"healthy": false,
+     "findings": [{"problem": "straggler", "value": 2.1, "rank": 1, "measure": "compute_ratio",
+                   "reference": {"min": .., "median": .., "max": .., "runs": 5, "source": ..},
+                   "evidence": "rank 1's compute per step is 2.1x the others' ...",
+                   "fix": "..."}, ...],
+     "notes": ["..."], "measured": [...every number, finding or not...], "reference": "..."}
+
+and :func:`diagnose_lines` the text.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from workshop.analysis.diagnose import (
+    MEASURES,
+    compare_with_reference,
+    evidence,
+    reference_from_evidence,
+    setting_notes,
+)
+
+if TYPE_CHECKING:
+    from workshop.readers.timeline import Timeline
+
+__all__ = [
+    "FIXES",
+    "TITLES",
+    "diagnose",
+    "diagnose_lines",
+    "diagnose_run",
+    "diagnose_text",
+    "reference_for",
+    "verdict_line",
+]
+
+#: Each problem in a few words, for "most likely: ...".
+TITLES = {
+    "crashed": "the run did not finish",
+    "straggler": "a straggler",
+    "lr_not_scaled": "the learning rate is not scaled to the global batch",
+    "fusion_off": "tensor fusion is off",
+    "long_cycle_time": "Horovod's background cycle time is too long",
+    "cache_off": "the response cache is off and negotiation is slow",
+    "small_batch": "communication-bound steps (too little compute per allreduce)",
+    "input_pipeline": "a slow input pipeline",
+}
+#: The fix of each problem.
+FIXES = {
+    "crashed": "read the failed rank's log (logs/rank.N.log) for its error; an interrupted run "
+    "was stopped from outside (Ctrl-C, a walltime, a closed terminal): run it again",
+    "straggler": "give every rank a core (or GPU) of its own: move the competing work off the "
+    "slow rank's core (mpirun --bind-to core, fewer processes per node), or find why that "
+    "rank computes slower",
+    "lr_not_scaled": "scale the learning rate with the global batch (--lr-scaling linear, "
+    "with warmup for large batches)",
+    "fusion_off": "set the fusion threshold back to Horovod's default "
+    "(HOROVOD_FUSION_THRESHOLD, 128 MB: --fusion-threshold-mb 128)",
+    "long_cycle_time": "set the cycle time back to Horovod's default "
+    "(HOROVOD_CYCLE_TIME=1, in ms: --cycle-time-ms 1)",
+    "cache_off": "leave the response cache on (Horovod's default; drop --cache-capacity 0 / "
+    "HOROVOD_CACHE_CAPACITY=0)",
+    "small_batch": "give each allreduce more compute: a larger batch per worker, or "
+    "--backward-passes-per-step N (accumulate gradients), or fewer ranks per node",
+    "input_pipeline": "load the data in background workers and prefetch the next batch",
+}
+
+
+def _evidence_text(row: dict) -> str:
+    """The finding's number in a sentence (the verdict line's second half)."""
+    v, name = row["value"], row["measure"]
+    rank = None if pd.isna(row.get("rank")) else int(row["rank"])
+    texts = {
+        "compute_ratio": f"rank {rank}'s compute per step is {v:.2f}x the others'",
+        "late_cycles": f"rank {rank} is {v:.2f} background cycles later than the others at "
+        "the gradients' negotiations",
+        "lr_ratio": f"the learning rate is {v:.3g}x what the linear rule gives for the "
+        "global batch",
+        "responses_per_step": f"{v:.1f} gradient allreduce responses per step",
+        "cycle_interval_ms": f"a background cycle starts every {v:.1f} ms",
+        "negotiate_ms": f"a gradient's negotiation takes {v:.2f} ms (median)",
+        "comm_share": f"even the rank that waits least spends {v:.0%} of each step waiting "
+        "for the allreduces",
+        "data_share": f"{v:.0%} of a step goes to taking the batch",
+    }
+    return texts[name]
+
+
+def _reference_text(row: dict) -> str:
+    return f"healthy {_num(row['min'])} / {_num(row['median'])} / {_num(row['max'])}"
+
+
+def _num(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def _crash_finding(record: dict) -> dict | None:
+    status = record.get("status")
+    if status in (None, "ok"):
+        return None
+    failed = record.get("failed_ranks") or []
+    which = f"; failed rank(s) {', '.join(map(str, failed))}" if failed else ""
+    signal = f" by {record['signal']}" if record.get("signal") else ""
+    if status == "interrupted":
+        text = f"the run was interrupted{signal} before it finished"
+    elif status == "stale":
+        text = f"the run never recorded its end ({record.get('stale_reason', 'stale')})"
+    elif status == "running":
+        text = "the run is still running (or its launcher is on another host)"
+    else:
+        text = f"the run {status}{which}"
+    return {
+        "problem": "crashed",
+        "measure": "status",
+        "value": status,
+        "rank": failed[0] if failed else None,
+        "reference": {"expected": "ok"},
+        "evidence": f"run.json: status {status}: {text}",
+        "fix": FIXES["crashed"],
+    }
+
+
+def diagnose(
+    record: dict,
+    metrics: pd.DataFrame,
+    steps: pd.DataFrame,
+    tl: Timeline | None,
+    reference: pd.DataFrame,
+    source: str,
+) -> dict[str, Any]:
+    """The diagnosis of one run against a healthy reference.
+
+    Args:
+        record: run.json as a dict (``{}`` for a timeline without its run directory).
+        metrics, steps: ``read_metrics`` and ``read_step_times`` of the run (may be empty).
+        tl: the run's timeline, or None.
+        reference: the healthy reference (``analysis.diagnose.reference_from_evidence``, or
+            ``read_healthy_reference``).
+        source: where the reference comes from, in words.
+
+    Returns:
+        The JSON object of ``workshop diagnose --json`` (module docstring): ``healthy``,
+        ``findings`` (most likely first, one per problem), ``notes``, ``measured`` and
+        ``reference``.
+    """
+    table = compare_with_reference(evidence(record, metrics, steps, tl), reference)
+    findings, seen = [], set()
+    crash = _crash_finding(record)
+    if crash:
+        findings.append(crash)
+        seen.add("crashed")
+    measured = []
+    for row in table.to_dict("records"):
+        ref = {k: row[k] for k in ("min", "median", "max")} | {"source": source}
+        item = {
+            "problem": row["problem"],
+            "measure": row["measure"],
+            "value": round(float(row["value"]), 6),
+            "rank": None if pd.isna(row["rank"]) else int(row["rank"]),
+            "reference": ref,
+            "threshold": round(float(row["threshold"]), 6),
+            "finding": bool(row["finding"]),
+            "what": MEASURES[row["measure"]].what,
+        }
+        measured.append(item)
+        if row["finding"] and row["problem"] not in seen:
+            seen.add(row["problem"])
+            findings.append(
+                {
+                    "problem": row["problem"],
+                    "measure": row["measure"],
+                    "value": item["value"],
+                    "rank": item["rank"],
+                    "reference": ref,
+                    "evidence": f"{_evidence_text(row)} ({_reference_text(row)}; "
+                    f"{MEASURES[row['measure']].what})",
+                    "fix": FIXES[row["problem"]],
+                }
+            )
+    notes = _notes(record, steps, tl, table, seen)
+    return {
+        "healthy": not findings,
+        "findings": findings,
+        "notes": notes,
+        "measured": measured,
+        "reference": source,
+    }
+
+
+def _notes(record, steps, tl, table, seen) -> list[str]:
+    """Settings without effect, and the evidence this run cannot give."""
+    notes = []
+    by_problem = {r["problem"]: r for r in table.to_dict("records")}
+    for problem, setting in setting_notes(record).items():
+        if problem in seen:
+            continue
+        row = by_problem.get(problem)
+        shown = (
+            f"its evidence ({_evidence_text(row)}) is within the healthy reference"
+            if row
+            else "this run has no number to show its effect"
+        )
+        notes.append(f"{setting} is set, but {shown}: a note, not a finding.")
+    if steps is None or steps.empty:
+        notes.append(
+            "No per-rank step times (logs/rank.N.steps.csv: runs recorded before they "
+            "existed): the straggler, small-batch and input-pipeline numbers are missing."
+        )
+    if tl is None:
+        notes.append(
+            "No timeline: fusion, the cycle time and the response cache cannot be judged "
+            "(workshop run --timeline --mark-cycles records one)."
+        )
+    elif len(tl.cycles) < 2:
+        notes.append(
+            "The timeline has no cycle marks (--mark-cycles): the cycle time is not measured."
+        )
+    return notes
+
+
+def reference_for(baseline: str | Path | None = None) -> tuple[pd.DataFrame, str]:
+    """(reference table, its source in words): the ``baseline`` run's own numbers, or the
+    shipped healthy reference (``readers.runs.read_healthy_reference``).
+
+    Raises:
+        FileNotFoundError, ValueError: the baseline or the reference cannot be read.
+    """
+    from workshop.readers.runs import read_healthy_reference, read_run_files
+
+    if baseline:
+        files = read_run_files(baseline)
+        found = evidence(files.record, files.metrics, files.steps, files.timeline)
+        return reference_from_evidence({str(baseline): found}), f"the baseline run {baseline}"
+    table, record = read_healthy_reference()
+    runs = len(record.get("runs", []))
+    return table, f"{runs} recorded healthy runs ({record.get('source', 'data/diagnose')})"
+
+
+def diagnose_run(run_dir: str | Path, baseline: str | Path | None = None) -> dict[str, Any]:
+    """:func:`diagnose` of a run directory (``workshop diagnose RUN_DIR [--baseline B]``).
+
+    Raises:
+        FileNotFoundError, ValueError: a file of the run, the baseline or the reference.
+    """
+    from workshop.readers.runs import read_run_files
+
+    files = read_run_files(run_dir)
+    reference, source = reference_for(baseline)
+    return diagnose(files.record, files.metrics, files.steps, files.timeline, reference, source)
+
+
+def diagnose_text(run_dir: str | Path, baseline: str | Path | None = None) -> str:
+    """What ``workshop diagnose RUN_DIR [--baseline B]`` prints (:func:`diagnose_lines`)."""
+    return "\n".join(diagnose_lines(diagnose_run(run_dir, baseline)))
+
+
+def verdict_line(result: dict) -> str:
+    """The first line: the most likely problem and its number, or that the run looks
+    healthy."""
+    if result["healthy"]:
+        return (
+            "most likely: nothing wrong: every evidence number lies within the healthy reference"
+        )
+    top = result["findings"][0]
+    title = TITLES[top["problem"]]
+    if top["problem"] == "straggler" and top.get("rank") is not None:
+        title += f", rank {top['rank']}"
+    return f"most likely: {title}: {top['evidence'].split(' (')[0]}"
+
+
+def diagnose_lines(result: dict) -> list[str]:
+    """``workshop diagnose``'s text: the verdict, every number beside the healthy reference
+    (findings marked), the fix of each finding, then the notes."""
+    lines = [
+        verdict_line(result),
+        "",
+        f"evidence (this run; healthy min / median / max from {result['reference']}):",
+    ]
+    for m in result["measured"]:
+        ref = m["reference"]
+        mark = "  <- finding" if m["finding"] else ""
+        rank = f" (rank {m['rank']})" if m["rank"] is not None else ""
+        lines.append(
+            f"  {m['problem']:<15} {_num(m['value'])}{rank} against {_num(ref['min'])} / "
+            f"{_num(ref['median'])} / {_num(ref['max'])}: {m['what']}{mark}"
+        )
+    if result["findings"]:
+        lines += ["", "fix:"]
+        for i, f in enumerate(result["findings"], start=1):
+            lines.append(f"  {i}. {f['problem']}: {f['fix']}")
+            lines.append(f"     evidence: {f['evidence']}")
+    if result["notes"]:
+        lines += ["", "notes:", *[f"  - {n}" for n in result["notes"]]]
+    return lines

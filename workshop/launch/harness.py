@@ -1,0 +1,258 @@
+"""The recording harness: real ``workshop run`` runs recorded for lessons and benchmarks, with
+the ranks bound to cores and, when asked, a busy process beside one rank (a straggler).
+
+Both the capstone (``workshop.lessons.capstone``) and the straggler benchmark
+(``benchmarks/straggler_signal.py``) record through :func:`record_run`, so a straggler is
+injected one way everywhere::
+
+    with cpu_lock_note():
+        record = record_run(command, run_dir, rank_cores={0: 0, 1: 1}, hog_core=1)
+
+Timing-sensitive recordings run under the machine's CPU lock
+(``flock /tmp/workshop-cpu.lock ...``); :func:`under_cpu_lock` says whether they did.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+LOCK_FILE = "/tmp/workshop-cpu.lock"
+#: The job every recorded diagnosis run shares (the capstone and the straggler benchmark):
+#: 2 ranks, PyTorch, MNIST's offline subset, Gloo, 3 short epochs.
+RUN_SHAPE = (
+    "-np", "2", "--framework", "torch", "--data", "subset", "--controller", "gloo",
+    "--epochs", "3", "--steps-per-epoch", "40", "--quiet",
+)  # fmt: skip
+#: The training programs whose processes are the ranks.
+PROGRAMS = ("workshop.train.torch_train", "workshop.train.tf_train")
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM stop a recorder like Ctrl-C does (as SystemExit), so that the busy process
+    and the run are stopped on the way out instead of left running."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+
+def under_cpu_lock() -> bool:
+    """True when another process holds the machine-wide CPU lock (our ``flock`` parent)."""
+    with open(LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def rank_pids(run_dir: Path) -> dict[int, int]:
+    """rank -> pid of the training processes that write into ``run_dir`` (from /proc)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = [a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0")]
+            if not any(p in argv for p in PROGRAMS) or "--run-dir" not in argv:
+                continue
+            where = Path(os.readlink(proc / "cwd")) / argv[argv.index("--run-dir") + 1]
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        ranks = [e.split(b"=", 1)[1] for e in env if e.startswith(b"HOROVOD_RANK=")]
+        if where.resolve() == run_dir.resolve() and ranks and ranks[0].isdigit():
+            found[int(ranks[0])] = int(proc.name)
+    return found
+
+
+def bind(pid: int, core: int) -> None:
+    """Bind every thread of ``pid`` to ``core`` (threads started later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            os.sched_setaffinity(int(task.name), {core})
+        except (OSError, ValueError):
+            pass
+
+
+def busy_process(core: int, own_session: bool = False) -> subprocess.Popen:
+    """A Python loop that keeps ``core`` busy until terminated (the competing work).
+
+    With ``own_session`` it starts a session of its own: Linux's autogroup scheduling shares a
+    core between sessions first, so busy processes of one session together take one share,
+    and each in its own session takes a share of its own.
+    """
+    code = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True:\n    pass\n"
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=own_session)
+
+
+@contextmanager
+def injected(
+    run_dir: Path, rank_cores: dict[int, int] | None, hog_core: int | None, hogs: int = 1
+):
+    """While the block runs: bind each rank of the run in ``run_dir`` to its core of
+    ``rank_cores`` (as ``mpirun --bind-to core`` would; None: leave them to the scheduler)
+    and, if ``hog_core`` is not None, keep a busy process on that core (``hogs`` of them,
+    each in a session of its own when there are several: :func:`busy_process`).
+
+    Yields a dict that ends up holding what was done: ``rank_cores`` (rank -> core, as
+    strings, for the ranks seen), ``hog_core`` and, with several, ``hogs``.
+    """
+    done: dict = {"rank_cores": {}, "hog_core": hog_core}
+    if hogs > 1:
+        done["hogs"] = hogs
+    stop = threading.Event()
+
+    def binder() -> None:
+        while not stop.is_set():
+            for rank, pid in rank_pids(run_dir).items():
+                if rank in rank_cores:
+                    bind(pid, rank_cores[rank])
+                    done["rank_cores"][str(rank)] = rank_cores[rank]
+            stop.wait(0.1)
+
+    busy = []
+    if hog_core is not None:
+        busy = [busy_process(hog_core, own_session=hogs > 1) for _ in range(hogs)]
+    thread = threading.Thread(target=binder, daemon=True) if rank_cores else None
+    if thread:
+        thread.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        if thread:
+            thread.join()
+        for process in busy:
+            process.terminate()
+            process.wait()
+
+
+def busy_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy since boot (``/proc/stat``: user, nice,
+    system, irq, softirq, steal), or NaN where there is no /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process (the binder thread) and of its children that have ended and
+    been waited for (the run's launcher, its ranks, the busy process)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def wait_for_quiet(
+    window_s: float = 3.0, max_cores: float = 0.15, timeout_s: float = 30.0
+) -> float:
+    """Wait until the machine has been quiet for ``window_s`` seconds: other users' work
+    busy on fewer than ``max_cores`` cores on average (:func:`busy_cpu_s`). Others on a shared
+    machine do not all take the CPU lock, and a straggler made by a busy process beside one
+    rank disappears when other work loads the other rank's core as much.
+
+    Returns:
+        The seconds waited (``timeout_s`` at most: then it goes on, and the run's
+        ``foreign_cpu_s`` says how loaded the machine was).
+    """
+    started = time.time()
+    while time.time() - started < timeout_s:
+        before = busy_cpu_s()
+        time.sleep(window_s)
+        if (busy_cpu_s() - before) / window_s < max_cores:
+            break
+    return round(time.time() - started, 1)
+
+
+def record_run(
+    command: list[str],
+    run_dir: Path,
+    *,
+    rank_cores: dict[int, int] | None = None,
+    hog_core: int | None = None,
+    hogs: int = 1,
+    quiet: bool = False,
+    max_foreign_cpu_s: float | None = None,
+    attempts: int = 3,
+) -> dict:
+    """Run ``command`` (``["workshop", "run", ..., "--out", OUT, "--name", NAME]`` writing
+    ``run_dir``) with :func:`injected` (``rank_cores``, ``hog_core``, ``hogs``), and return
+    what happened.
+
+    With ``quiet``, the run starts only after :func:`wait_for_quiet` (``waited_s`` says how
+    long it waited). With ``max_foreign_cpu_s``, a run during which other work took more CPU
+    seconds than that is deleted and recorded again, ``attempts`` times at most (the last one
+    is kept whatever its load); ``disturbed_attempts`` lists the foreign load of each deleted
+    attempt, so that the rule and what it removed stay in the record.
+
+    Returns:
+        ``command``, ``seconds`` (wall time), ``loadavg_before``, ``loadavg_after``,
+        ``foreign_cpu_s`` (CPU seconds the machine was busy during the run beyond this run's
+        own processes: other users' work that competed with it; 0 on a quiet machine), and
+        ``straggler`` (what :func:`injected` did) when ``rank_cores`` or ``hog_core`` was set.
+
+    Raises:
+        RuntimeError: the run exited non-zero (with its output).
+    """
+    disturbed = []
+    for attempt in range(1, attempts + 1):
+        record = _record_once(command, run_dir, rank_cores, hog_core, hogs, quiet)
+        foreign = record["foreign_cpu_s"]
+        if max_foreign_cpu_s is None or foreign <= max_foreign_cpu_s or attempt == attempts:
+            break
+        disturbed.append(foreign)
+        shutil.rmtree(run_dir)
+        print(f"{run_dir}: other work took {foreign:.1f} CPU-s, recording it again", flush=True)
+    if max_foreign_cpu_s is not None:
+        record["max_foreign_cpu_s"] = max_foreign_cpu_s
+        record["disturbed_attempts"] = disturbed
+    return record
+
+
+def _record_once(command, run_dir, rank_cores, hog_core, hogs, quiet) -> dict:
+    waited = wait_for_quiet() if quiet else None
+    load_before = list(os.getloadavg())
+    busy_before, ours_before = busy_cpu_s(), own_cpu_s()
+    started = time.time()
+    with injected(run_dir, rank_cores, hog_core, hogs) as done:
+        launch = subprocess.Popen(
+            [sys.executable, "-m", "workshop.cli", *command[1:]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            output, _ = launch.communicate()
+        except BaseException:
+            # stopped (Ctrl-C, SIGTERM made SystemExit): workshop run stops its ranks on SIGTERM
+            launch.terminate()
+            launch.wait(timeout=30)
+            raise
+    if launch.returncode:
+        raise RuntimeError(f"{' '.join(command)} exited with {launch.returncode}:\n{output}")
+    seconds = round(time.time() - started, 2)
+    ours = own_cpu_s() - ours_before
+    foreign = round(max(0.0, busy_cpu_s() - busy_before - ours), 2)
+    print(f"{run_dir}: {seconds:.1f} s, foreign load {foreign:.1f} CPU-s", flush=True)
+    record = {
+        "command": command,
+        "seconds": seconds,
+        "loadavg_before": load_before,
+        "loadavg_after": list(os.getloadavg()),
+        "foreign_cpu_s": foreign,
+    }
+    if quiet:
+        record["waited_for_quiet_s"] = waited
+    if rank_cores or hog_core is not None:
+        record["straggler"] = done
+    return record
