@@ -204,6 +204,11 @@ with open({path!r}, "w") as _out:
 """
 
 
+# A replay's cells take seconds (notebook 01's demos start real processes: tens of seconds on a
+# loaded machine); a cell that takes longer is stuck, and fails the test instead of waiting.
+REPLAY_CELL_S = 180
+
+
 def papermill_run(
     path: Path,
     folder: Path,
@@ -230,7 +235,9 @@ def papermill_run(
     nbformat.write(copy, source)
     # From the notebooks folder, as a learner runs it (relative links and paths).
     parameters = {"RESULTS_PATH": str(results_path), **parameters}
-    run = execute(source, output, parameters, cwd=path.parent, memory=memory)
+    run = execute(
+        source, output, parameters, cwd=path.parent, memory=memory, cell_timeout_s=REPLAY_CELL_S
+    )
     events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return Run(
         notebook,
@@ -836,6 +843,26 @@ def test_notebook_02_live_runs_the_programs(lesson_02_live):
     assert got["resumed_first_epoch"] == 3 and got["resume_matches_uninterrupted"] is True
     assert (mine / "hvd_torch_skeleton.py").exists()
     assert (mine / "checkpoints" / "checkpoint.pt").exists()
+
+
+@pytest.mark.notebook
+def test_a_cell_that_runs_too_long_stops_the_run(tmp_path):
+    import papermill
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("# parameters", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(60)"),
+    ]
+    nbformat.write(notebook, tmp_path / "slow.ipynb")
+    with pytest.raises((papermill.PapermillExecutionError, TimeoutError)) as stopped:
+        execute(
+            tmp_path / "slow.ipynb", tmp_path / "out.ipynb", {}, cwd=tmp_path, cell_timeout_s=3
+        )
+    assert (
+        "timed out" in str(stopped.value).lower()
+        or "timeout" in type(stopped.value).__name__.lower()
+    )
 
 
 @pytest.mark.notebook

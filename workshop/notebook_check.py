@@ -27,6 +27,12 @@ from pathlib import Path
 
 import psutil
 
+# Seconds one cell may run before papermill stops the notebook with an error: a live lesson's
+# longest cell (lesson 02's programs on a loaded 2-core machine) takes a few minutes; a cell that
+# waits for a message that never comes would otherwise wait for ever (one replay of lesson 07
+# did, at its explorer cell, with the kernel idle).
+CELL_TIMEOUT_S = 600
+
 
 @dataclass
 class NotebookRun:
@@ -59,10 +65,12 @@ def execute(
     cwd: Path | None = None,
     *,
     memory: bool = False,
+    cell_timeout_s: float = CELL_TIMEOUT_S,
 ) -> NotebookRun:
     """Execute ``notebook`` into ``output`` with papermill; returns the time and, with
     ``memory=True``, the peaks of this process's children (the kernel and what it starts),
-    sampled every 50 ms."""
+    sampled every 50 ms. A cell that runs longer than ``cell_timeout_s`` stops the run with an
+    error (papermill's ``execution_timeout``)."""
     import papermill
 
     # The kernel inherits this process's environment: both variables are set for the run and
@@ -96,6 +104,7 @@ def execute(
             kernel_name="python3",
             cwd=str(cwd or notebook.parent),
             progress_bar=False,
+            execution_timeout=cell_timeout_s,
         )
     finally:
         done.set()

@@ -21,15 +21,26 @@ def static_mode() -> bool:
     return os.environ.get("WORKSHOP_STATIC_WIDGETS") == "1"
 
 
-def _show(draw, controls: dict, static: bool | None):
-    """Build ``interactive(draw, **controls)``, or draw once with the defaults when static."""
-    import ipywidgets as widgets
+def _show(draw, defaults: dict, controls, static: bool | None):
+    """Draw ``defaults`` once as a picture, then, unless static, return the panel
+    ``interactive(draw, **controls())``.
 
+    Static (unattended): no widget is built at all; a widget opens a channel (a comm) to a
+    frontend that an unattended run does not have. Interactive: the picture stays in the saved
+    notebook and in an export, which keep only the panel's state (nbconvert prints
+    ``interactive(children=...)`` for it).
+    """
     if static if static is not None else static_mode():
-        defaults = {name: control.value for name, control in controls.items()}
         draw(**defaults)
         return None
-    return widgets.interactive(draw, **controls)
+    import ipywidgets as widgets
+
+    print(
+        "The default view as a picture (a saved or exported notebook keeps it); the panel "
+        "below redraws it:"
+    )
+    draw(**defaults)
+    return widgets.interactive(draw, **controls())
 
 
 def timeline_explorer(tl: Timeline, *, static: bool | None = None):
@@ -38,26 +49,34 @@ def timeline_explorer(tl: Timeline, *, static: bool | None = None):
     Returns:
         The ipywidgets ``interactive`` panel (``None`` in static mode, after drawing).
     """
-    import ipywidgets as widgets
-
     spans, ticks = tl.spans, tl.ticks
     start_ms, end_ms = spans["start_us"].min() / 1e3, spans["end_us"].max() / 1e3
-    window = widgets.FloatRangeSlider(
-        value=(start_ms, min(end_ms, start_ms + 200.0)),
-        min=start_ms,
-        max=end_ms,
-        step=1.0,
-        description="window (ms)",
-        continuous_update=False,
-        layout=widgets.Layout(width="90%"),
-        style={"description_width": "initial"},
-    )
-    tensor = widgets.Dropdown(
-        options=["all", *sorted(spans["tensor"].unique())], description="tensor"
-    )
-    rank = widgets.Dropdown(
-        options=["all", *sorted(ticks["rank"].unique().tolist())], description="rank"
-    )
+    defaults = {
+        "window": (start_ms, min(end_ms, start_ms + 200.0)),
+        "tensor": "all",
+        "rank": "all",
+    }
+
+    def controls():
+        import ipywidgets as widgets
+
+        window = widgets.FloatRangeSlider(
+            value=defaults["window"],
+            min=start_ms,
+            max=end_ms,
+            step=1.0,
+            description="window (ms)",
+            continuous_update=False,
+            layout=widgets.Layout(width="90%"),
+            style={"description_width": "initial"},
+        )
+        tensor = widgets.Dropdown(
+            options=["all", *sorted(spans["tensor"].unique())], description="tensor"
+        )
+        rank = widgets.Dropdown(
+            options=["all", *sorted(ticks["rank"].unique().tolist())], description="rank"
+        )
+        return {"window": window, "tensor": tensor, "rank": rank}
 
     def draw(window, tensor, rank):
         chosen = spans if tensor == "all" else spans[spans["tensor"] == tensor]
@@ -75,7 +94,7 @@ def timeline_explorer(tl: Timeline, *, static: bool | None = None):
             plot.plot_timeline_gantt(chosen, start_us=start_us, end_us=end_us, ticks=marks, ax=ax)
         plt.show()
 
-    return _show(draw, {"window": window, "tensor": tensor, "rank": rank}, static)
+    return _show(draw, defaults, controls, static)
 
 
 SPEEDUP_METRICS = {
@@ -95,13 +114,22 @@ def scaling_explorer(
         prediction: optional model prediction with ``np`` and ``speedup`` columns
             (e.g. from :func:`workshop.analysis.compare_prediction`).
     """
-    import ipywidgets as widgets
+    defaults = {
+        "metric": next(iter(SPEEDUP_METRICS)),
+        "skip_first": False,
+        "show_model": prediction is not None,
+    }
 
-    metric = widgets.Dropdown(options=list(SPEEDUP_METRICS), description="metric")
-    skip_first = widgets.Checkbox(value=False, description="exclude first epoch")
-    show_model = widgets.Checkbox(
-        value=prediction is not None, description="show model", disabled=prediction is None
-    )
+    def controls():
+        import ipywidgets as widgets
+
+        return {
+            "metric": widgets.Dropdown(options=list(SPEEDUP_METRICS), description="metric"),
+            "skip_first": widgets.Checkbox(value=False, description="exclude first epoch"),
+            "show_model": widgets.Checkbox(
+                value=defaults["show_model"], description="show model", disabled=prediction is None
+            ),
+        }
 
     def draw(metric, skip_first, show_model):
         chosen = epochs[epochs["epoch"] > 1] if skip_first else epochs
@@ -118,22 +146,26 @@ def scaling_explorer(
             plot.scaling.legend_outside(ax)
         plt.show()
 
-    return _show(
-        draw, {"metric": metric, "skip_first": skip_first, "show_model": show_model}, static
-    )
+    return _show(draw, defaults, controls, static)
 
 
 def lr_explorer(epochs: pd.DataFrame, *, static: bool | None = None):
     """Explore recorded LR experiments: global batch size, LR scaling rule, warmup epochs;
     accuracy against epochs and against training time side by side."""
-    import ipywidgets as widgets
 
     def options(column):
         return ["all", *sorted(epochs[column].dropna().unique().tolist())]
 
-    batch = widgets.Dropdown(options=options("global_batch_size"), description="batch")
-    rule = widgets.Dropdown(options=options("lr_scaling"), description="LR rule")
-    warmup = widgets.Dropdown(options=options("warmup_epochs"), description="warmup")
+    defaults = {"batch": "all", "rule": "all", "warmup": "all"}
+
+    def controls():
+        import ipywidgets as widgets
+
+        return {
+            "batch": widgets.Dropdown(options=options("global_batch_size"), description="batch"),
+            "rule": widgets.Dropdown(options=options("lr_scaling"), description="LR rule"),
+            "warmup": widgets.Dropdown(options=options("warmup_epochs"), description="warmup"),
+        }
 
     def draw(batch, rule, warmup):
         chosen = epochs
@@ -152,4 +184,4 @@ def lr_explorer(epochs: pd.DataFrame, *, static: bool | None = None):
             plot.plot_accuracy_curves(chosen, x="elapsed_s", ax=right)
         plt.show()
 
-    return _show(draw, {"batch": batch, "rule": rule, "warmup": warmup}, static)
+    return _show(draw, defaults, controls, static)
