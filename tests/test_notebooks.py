@@ -644,7 +644,7 @@ NOT_A_LEAK: dict[tuple[str, str], str] = {
     ("04.3", "925a2c11"): "the same count: with the cache off, one tick per rank per operation",
     ("04.1", "783e561d"): "the comparison table counts operations, after 04.4 showed them",
     ("04.3", "783e561d"): "the same count, after 04.4 showed it",
-    ("08.1", "842266fc"): "08.4's prompt needs the bytes per step without compression",
+    ("08.1", "842266fc-d"): "08.4's prompt needs the bytes per step without compression",
     ("08.3", "03a4961a"): "autotune's start points: '16/25' is 16 MB fusion with 25 ms cycles",
     ("02.3", "cc5454aa"): "'0 of 6 runs' counts the Keras probe's runs with equal seeded weights",
     ("02.4", "c0097466"): "the section's introduction names the four pieces, as the prompt does",
