@@ -444,3 +444,22 @@ def test_three_stage_pipeline_and_close(cpu_lock_module):
     assert all(p.poll() is not None for p in procs)  # stopped on leaving the block
     with pytest.raises(RuntimeError, match="closed"):
         w.single_process(SMALL)
+
+
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_ring_allreduce_schedule_sums_every_chunk_everywhere(n):
+    # Play the schedule on numbers: worker w starts with chunk c = 10 w + c; after the
+    # reduce-scatter adds and the allgather copies, every worker holds every chunk's sum over
+    # the workers, in 2 (N-1) steps of one chunk per worker.
+    schedule = est.ring_allreduce_schedule(n)
+    held = [[10 * w + c for c in range(n)] for w in range(n)]
+    for _step, rows in schedule.groupby("step"):
+        sent = [
+            (r.to_worker, r.chunk, held[r.worker][r.chunk], r.phase) for r in rows.itertuples()
+        ]
+        for to, chunk, value, phase in sent:
+            held[to][chunk] = held[to][chunk] + value if phase == "reduce-scatter" else value
+    want = [sum(10 * w + c for w in range(n)) for c in range(n)]
+    assert all(row == want for row in held)
+    assert schedule.step.nunique() == 2 * (n - 1)
+    assert (schedule.groupby("step").worker.nunique() == n).all()

@@ -87,3 +87,19 @@ def test_allreduce_overlap_draws_one_step(tl) -> None:
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="no step 999"):
         P.plot_allreduce_overlap(ov, step=999)
+
+
+def test_two_threads_draws_one_step_of_the_cycle_marked_recording() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimelineWarning)
+        marked = read_timeline(data_path("timelines", "tl-torch-gloo-np2-cycles"))
+    overlap = A.allreduce_overlap(marked.spans, cycles=marked.cycles)
+    ax = P.plot_two_threads(overlap, marked.cycles, step=30)
+    one = overlap[overlap.step == 30]
+    # one tick per gradient handed over (the backward lane), one allreduce bar per gradient
+    assert len(ax.lines) == len(one)
+    assert [t.get_text() for t in ax.get_yticklabels()][1].startswith("training thread")
+    assert f"{len(one)} gradients" in ax.get_title()
+    with pytest.raises(ValueError, match="no step 10000"):
+        P.plot_two_threads(overlap, marked.cycles, step=10_000)
+    plt.close("all")

@@ -21,6 +21,7 @@ from workshop.plot.parallelism import (
     plot_exchange_costs,
     plot_loss,
     plot_memory,
+    plot_ring_allreduce,
     plot_step_breakdown,
 )
 from workshop.plot.scaling import (
@@ -39,6 +40,7 @@ from workshop.plot.timeline import (
     plot_lateness_heatmap,
     plot_negotiation_share,
     plot_timeline_gantt,
+    plot_two_threads,
 )
 from workshop.plot.tuning import (
     plot_autotune,
@@ -70,8 +72,10 @@ __all__ = [
     "plot_loss",
     "plot_lr_schedules",
     "plot_memory",
+    "plot_ring_allreduce",
     "plot_message_sizes",
     "plot_negotiation_share",
+    "plot_two_threads",
     "plot_prediction",
     "plot_routine_times",
     "plot_speedup",

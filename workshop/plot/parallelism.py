@@ -164,3 +164,42 @@ def plot_exchange_costs(costs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.set_ylabel("time per exchange (s)")
     ax.legend(fontsize="small")
     return ax
+
+
+def plot_ring_allreduce(schedule: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """The steps of a ring allreduce: one row per step, one column per worker; each cell names
+    the chunk the worker sends to its right-hand neighbour, coloured by chunk.
+
+    Args:
+        schedule: output of ``analysis.parallelism.ring_allreduce_schedule`` (``step``,
+            ``phase``, ``worker``, ``chunk``, ``to_worker``).
+    """
+    require_columns(
+        schedule, ["step", "phase", "worker", "chunk", "to_worker"], "plot_ring_allreduce"
+    )
+    grid = schedule.pivot(index="step", columns="worker", values="chunk")
+    n_steps, n_workers = grid.shape
+    ax = _axes(ax, (1.1 * n_workers + 2, 0.42 * n_steps + 1.2), constrained=True)
+    ax.imshow(grid.to_numpy(), cmap="tab10", vmin=0, vmax=9, aspect="auto", alpha=0.55)
+    for row in schedule.itertuples():
+        ax.text(
+            row.worker,
+            row.step,
+            f"{row.chunk}\u2192w{row.to_worker}",
+            ha="center",
+            va="center",
+            fontsize="small",
+        )
+    phases = schedule.drop_duplicates("step").set_index("step")["phase"]
+    split = int((phases == phases.iloc[0]).sum())
+    ax.axhline(split - 0.5, color="black", linewidth=1.5)
+    ax.set_xticks(range(n_workers), [f"w{w}" for w in grid.columns])
+    ax.set_yticks(range(n_steps), [f"{s + 1}" for s in grid.index])
+    ax.set_xlabel("worker (each sends to the next, the last to the first)")
+    ax.set_ylabel("step")
+    ax.set_title(
+        f"ring allreduce, N = {n_workers}: chunk sent in each step (1/N of the bytes each); "
+        f"{phases.iloc[0]} above the line, {phases.iloc[-1]} below",
+        fontsize="medium",
+    )
+    return ax

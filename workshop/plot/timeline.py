@@ -324,3 +324,85 @@ def plot_allreduce_overlap(
     ax.set_title(f"Step {step}: allreduces against the backward pass")
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax
+
+
+def plot_two_threads(
+    overlap: pd.DataFrame, cycles: pd.DataFrame, *, step: int | None = None, ax: Axes | None = None
+) -> Axes:
+    """One step seen as two threads: the training thread handing gradients over during its
+    backward pass, and Horovod's background thread working in cycles.
+
+    Args:
+        overlap: :func:`workshop.analysis.timeline.allreduce_overlap` output (with cycles).
+        cycles: the timeline's cycle starts (``Timeline.cycles``: ``start_us``, ``end_us``).
+        step: the step to draw (default: the middle one).
+        ax: where to draw.
+
+    Returns:
+        The Axes (x in ms since the step's first gradient was seen): top lane, the backward pass
+        up to the first rank's last gradient, a tick per gradient handed over; bottom lane, the
+        background thread's cycles (alternating shades), each gradient's negotiation (some rank
+        ready -> every rank ready) and its allreduce, which start only inside a cycle.
+    """
+    if overlap.empty:
+        raise ValueError("the overlap table is empty: no gradient allreduces to draw")
+    steps = np.sort(overlap["step"].unique())
+    step = int(steps[len(steps) // 2]) if step is None else step
+    one = overlap[overlap["step"] == step]
+    if one.empty:
+        raise ValueError(f"no step {step} in the overlap table (steps {steps[0]}-{steps[-1]})")
+    ax = _axes(ax, (11, 3.2), constrained=True)
+    origin = one["step_start_us"].iloc[0]
+    end_ms = one["op_end_us"].max() / 1e3 * 1.05
+    backward_ms = one["backward_end_us"].iloc[0] / 1e3
+    ax.barh(1, backward_ms, left=0, height=0.5, color="tab:green", alpha=0.4)
+    for ready in one["ready_us"] / 1e3:
+        ax.plot([ready, ready], [0.75, 1.25], color="black", lw=1)
+    starts = (cycles["start_us"] - origin) / 1e3
+    ends = (cycles["end_us"] - origin) / 1e3
+    shown = cycles[(ends > 0) & (starts < end_ms)]
+    for i, (start, end) in enumerate(zip(starts[shown.index], ends[shown.index], strict=True)):
+        ax.axvspan(
+            max(start, 0),
+            min(end, end_ms),
+            ymin=0.0,
+            ymax=0.45,
+            color="0.92" if i % 2 else "0.8",
+            lw=0,
+        )
+    for row in one.itertuples():
+        ax.barh(
+            0.15,
+            (row.all_ready_us - row.ready_us) / 1e3,
+            left=row.ready_us / 1e3,
+            height=0.12,
+            color="tab:orange",
+        )
+        ax.barh(
+            -0.15,
+            (row.op_end_us - row.op_start_us) / 1e3,
+            left=row.op_start_us / 1e3,
+            height=0.2,
+            color=PHASE_COLORS["OP"],
+        )
+    ax.set_yticks([0, 1], ["Horovod's\nbackground thread", "training thread\n(backward)"])
+    ax.set_ylim(-0.5, 1.5)
+    ax.set_xlim(0, end_ms)
+    ax.set_xlabel("ms since the step's first gradient was seen by Horovod")
+    ax.set_title(
+        f"Step {step}: {len(shown)} background cycles (grey shades), "
+        f"{len(one)} gradients handed over (ticks)",
+        fontsize="medium",
+    )
+    ax.legend(
+        handles=[
+            Patch(color="tab:green", alpha=0.4, label="backward until the last gradient"),
+            Patch(color="tab:orange", label="negotiation: some rank -> every rank ready"),
+            Patch(color=PHASE_COLORS["OP"], label="allreduce (starts inside a cycle)"),
+            Patch(color="0.8", label="one background cycle (shades alternate)"),
+        ],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+    )
+    return ax

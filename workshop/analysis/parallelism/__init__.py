@@ -52,6 +52,7 @@ from workshop.analysis.parallelism.exchange import (
     crossover_bytes,
     exchange_costs,
     pipeline_bubble_fraction,
+    ring_allreduce_schedule,
 )
 from workshop.analysis.parallelism.layers import (
     GPUS,
@@ -90,6 +91,7 @@ __all__ = [
     "parallelism_table",
     "parameter_server_s",
     "pipeline_bubble_fraction",
+    "ring_allreduce_schedule",
     "stage_utilisation",
     "step_times",
     "transformer_layer_table",

@@ -99,3 +99,39 @@ def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
     if stages < 1 or microbatches < 1:
         raise ValueError("pipeline_bubble_fraction: stages and microbatches must be >= 1")
     return (stages - 1) / (microbatches + stages - 1)
+
+
+def ring_allreduce_schedule(n_workers: int) -> pd.DataFrame:
+    """Who sends which chunk to whom in each step of a ring allreduce of ``n_workers``.
+
+    The buffer is cut into ``n_workers`` chunks. In the reduce-scatter, step s (0-based) has
+    worker i send its partial sum of chunk (i - s) mod N to worker i + 1, which adds it to its
+    own; after N - 1 steps worker i holds the full sum of chunk (i + 1) mod N. In the allgather
+    each worker passes on the finished chunk it received last: in step s, chunk (i + 1 - s) mod N.
+    2 (N - 1) steps in all, each moving one chunk (bytes / N) per worker: the ``2 (N-1)/N x
+    bytes`` of :func:`exchange_costs`.
+
+    Args:
+        n_workers: N >= 2.
+
+    Returns:
+        DataFrame, one row per step and worker: ``step`` (0 to 2N - 3), ``phase``
+        ("reduce-scatter" or "allgather"), ``worker``, ``chunk`` (the chunk it sends),
+        ``to_worker``.
+
+    >>> s = ring_allreduce_schedule(3)
+    >>> s[s.step == 0].chunk.tolist(), s[s.step == 2].chunk.tolist(), len(s)
+    ([0, 1, 2], [1, 2, 0], 12)
+    """
+    if n_workers < 2:
+        raise ValueError(f"ring_allreduce_schedule: n_workers must be >= 2, got {n_workers}")
+    n = n_workers
+    rows = []
+    for step in range(2 * (n - 1)):
+        reduce = step < n - 1
+        s = step if reduce else step - (n - 1)
+        for worker in range(n):
+            chunk = (worker - s) % n if reduce else (worker + 1 - s) % n
+            phase = "reduce-scatter" if reduce else "allgather"
+            rows.append((step, phase, worker, chunk, (worker + 1) % n))
+    return pd.DataFrame(rows, columns=["step", "phase", "worker", "chunk", "to_worker"])
