@@ -269,7 +269,7 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
     ],
     "02.1": [("no padding: 4,000 // 3", "4000 // 3")],
     "02.2": [
-        ("steps counted from 1: the LR of index 14", "schedule.lr[14]"),
+        ("steps counted from 0: the LR of index 16", "schedule.lr[16]"),
         ("no warmup: the LR scaled by 4 at once", "4 * 0.01"),
     ],
     "02.3": [("off by one", "skeleton_ok + 1")],

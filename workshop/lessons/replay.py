@@ -7,10 +7,12 @@ What lesson 02 teaches with them: see :mod:`workshop.lessons`.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
 
+from workshop.lessons.edits import script_path
 from workshop.lessons.scripts import Launch, run_check
 
 __all__ = [
@@ -60,16 +62,17 @@ def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
         return run_check(name, script)
     found = recording.recorded(name)
     report = found["report"]
+    # The recording machine's paths mean nothing here: the script as a path from this folder to
+    # the shipped file, the check's temporary checkpoint folder by the placeholder the args use.
     checks = {
-        key: Check(value["ok"], value["evidence"]) for key, value in report["checks"].items()
+        key: Check(value["ok"], re.sub(r"/tmp/tmp\w+", "CHECKPOINT_DIR", value["evidence"]))
+        for key, value in report["checks"].items()
     }
+    script_here = os.path.relpath(script_path(Path(report["script"]).name))
     args = " ".join(found["args"]).replace("{ckpt}", "CHECKPOINT_DIR")
-    print(
-        f"replaying `workshop check` of {Path(report['script']).name} ({args}), "
-        f"recorded {found['recorded_at']}"
-    )
+    print(f"replaying `workshop check {script_here} -- {args}`, recorded {found['recorded_at']}")
     return Report(
-        report["script"],
+        script_here,
         report["np"],
         report["framework"],
         checks,
