@@ -42,6 +42,9 @@ def test_breakdown_bars(tl) -> None:
     ax = P.plot_breakdown(bd)
     widths = pd.Series([p.get_width() for p in ax.patches]).sum()
     assert widths == pytest.approx(bd["total_us"].sum() / 1e6)
+    # every phase in the legend has a colour of its own (issue 32: four greys, three purples)
+    colours = [tuple(bars.patches[0].get_facecolor()) for bars in ax.containers]
+    assert len(set(colours)) == len(colours) == bd["phase"].nunique()
     plt.close(ax.figure)
 
 

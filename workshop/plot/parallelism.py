@@ -74,7 +74,7 @@ def plot_step_breakdown(comparison: pd.DataFrame, *, ax: Axes | None = None) -> 
     require_columns(
         comparison, ["run", "compute_s", "communication_s", "other_s"], "plot_step_breakdown"
     )
-    ax = _axes(ax, (8, 0.6 * len(comparison) + 1))
+    ax = _axes(ax, (9, 0.6 * len(comparison) + 1), constrained=True)
     y = range(len(comparison))
     compute = comparison["compute_s"] * 1e3
     comm = comparison["communication_s"] * 1e3
@@ -85,7 +85,7 @@ def plot_step_breakdown(comparison: pd.DataFrame, *, ax: Axes | None = None) -> 
     ax.set_yticks(list(y), comparison["run"])
     ax.invert_yaxis()
     ax.set_xlabel("mean time per step (ms)")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")  # off the bars
     return ax
 
 

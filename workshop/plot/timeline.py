@@ -35,7 +35,7 @@ PHASE_COLORS = {
     "MPI": "#e6550d",
     "NCCL": "#31a354",
     "CCL": "#756bb1",
-    "OTHER": "#bdbdbd",
+    "OTHER": "#e7cb94",  # not a grey: the negotiation family is grey
 }
 
 
@@ -127,6 +127,23 @@ def plot_timeline_gantt(
     return ax
 
 
+def _distinct_shades(names: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """A colour per name: its family's colour (:func:`phase_color`), darkened step by step
+    for each further name of the same family, so that no two legend entries look alike."""
+    from matplotlib.colors import to_rgb
+
+    families: dict[str, list[str]] = {}
+    for name in names:
+        families.setdefault(phase_color(name), []).append(name)
+    shades = {}
+    for base, members in families.items():
+        rgb = np.array(to_rgb(base))
+        for j, name in enumerate(members):
+            darker = 0.5 * j / max(len(members) - 1, 1)
+            shades[name] = tuple(rgb * (1 - darker))
+    return shades
+
+
 def plot_breakdown(breakdown: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     """Stacked bars of where collective time goes, per group.
 
@@ -149,12 +166,13 @@ def plot_breakdown(breakdown: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     wide = wide[negotiate_first] / 1e6
     ax = _axes(ax, (10, max(2.5, 0.35 * len(wide) + 1.2)))
     left = np.zeros(len(wide))
+    colors = _distinct_shades([str(p) for p in wide.columns])
     for phase in wide.columns:
         ax.barh(
             wide.index.astype(str),
             wide[phase],
             left=left,
-            color=phase_color(str(phase)),
+            color=colors[str(phase)],
             label=str(phase),
         )
         left += wide[phase].to_numpy()
