@@ -149,3 +149,39 @@ def test_the_log_has_one_json_line_per_event(tmp_path, monkeypatch):
     assert ranking["expected"] == {"kind": "ranking", "value": ["b", "a", "c"]}
     assert choice["expected"] == {"kind": "set", "value": ["a", "b"]}
     assert solution["ok"] is True and "hints" not in solution
+
+
+def test_messages_show_plain_numbers(capsys):
+    # issue 32: "right: 3.208e+05" for a byte count, "(np.float64(0.69...), ...)" for a tuple
+    exercises.check("08.1", 320808.0, expected=np.float64(320808.0), rel_tol=0.01, hints=HINTS)
+    exercises.check(
+        "06.2",
+        (0.69, 3.3, 0.76),
+        expected=(np.float64(0.6967), 3.274, 0.7595),
+        rel_tol=0.01,
+        hints=HINTS,
+    )
+    out = capsys.readouterr().out
+    assert "[08.1] right: 320,808." in out
+    assert "you said (0.5, 3.3, 0.76)" in out and "np.float64" not in out and "e+05" not in out
+
+
+def test_a_number_given_as_text_is_named_as_a_type_problem(capsys):
+    exercises.check("01.2", "19", expected=19, hints=HINTS)
+    exercises.check("03.2", 3, expected="c", hints=HINTS)
+    first, second = capsys.readouterr().out.splitlines()
+    assert "you said '19'. That is text (in quotes): write the number without quotes." in first
+    assert 'The answer is text: write it in quotes, e.g. "a".' in second
+
+
+def test_reveal_prints_a_finding_only_after_its_exercise(capsys):
+    shown = exercises.reveal(["05.1", "05.2"], "5,670 and 922")
+    assert not shown and "answer exercises 05.1 and 05.2 above" in capsys.readouterr().out
+    exercises.check("05.1", 5670, expected=5670, hints=HINTS)
+    exercises.check_solution("05.2", 922, expected=922)  # a worked solution that ran counts
+    capsys.readouterr()
+    assert exercises.reveal(["05.1", "05.2"], "5,670 and 922")
+    assert capsys.readouterr().out == "5,670 and 922\n"
+    exercises.reset()
+    exercises.check("05.1", 1, expected=5670, hints=HINTS)  # a wrong answer reveals nothing
+    assert not exercises.reveal("05.1", "5,670")
