@@ -156,7 +156,7 @@ def test_messages_show_plain_numbers(capsys):
     exercises.check("08.1", 320808.0, expected=np.float64(320808.0), rel_tol=0.01, hints=HINTS)
     exercises.check(
         "06.2",
-        (0.69, 3.3, 0.76),
+        (np.float64(0.5), 3.3, 0.76),
         expected=(np.float64(0.6967), 3.274, 0.7595),
         rel_tol=0.01,
         hints=HINTS,
