@@ -45,11 +45,9 @@ def run_or_replay(name: str, live: bool, *, work_dir: str | os.PathLike = ".") -
 
 
 def work_dir(folder: str | os.PathLike = "") -> Path:
-    """The learner's folder for this lesson: ``folder``, or ``runs/my-first-horovod`` (under
-    ``$WORKSHOP_RUNS`` when set) when empty."""
-    from workshop.paths import runs_dir
-
-    return Path(folder) if folder else runs_dir() / "my-first-horovod"
+    """The learner's folder for this lesson: ``folder``, or ``my-first-horovod`` in the current
+    folder (the notebook's own, where JupyterLab runs it) when empty, as an absolute path."""
+    return Path(folder or "my-first-horovod").absolute()
 
 
 def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
