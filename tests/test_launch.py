@@ -143,15 +143,15 @@ def test_a_signal_the_launcher_was_started_ignoring_stays_ignored():
     # `nohup workshop run ... &`: the closed terminal's SIGHUP must not stop the run
     import signal
 
-    from workshop.launch import run
+    from workshop.launch import stopping
 
     old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     old_term = signal.getsignal(signal.SIGTERM)
     try:
-        previous = run._stop_on_signals()
+        previous = stopping.stop_on_signals()
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
-        assert signal.getsignal(signal.SIGTERM) is run._raise_stopped
-        run._restore_handlers(previous)
+        assert signal.getsignal(signal.SIGTERM) is stopping._raise_stopped
+        stopping.restore_handlers(previous)
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) is old_term
     finally:

@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from importlib import metadata
@@ -27,6 +26,14 @@ from pathlib import Path
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
+from workshop.launch.stopping import (
+    end_on_parent_death,
+    ignore_stop_signals,
+    kill_marked,
+    restore_handlers,
+    signal_of,
+    stop_on_signals,
+)
 from workshop.paths import runs_dir
 from workshop.readers.runs import launcher_identity
 from workshop.runspec import (
@@ -303,70 +310,18 @@ def _rank_statuses(run_dir: Path, np: int) -> dict[int, str]:
 
 def _stop_leftovers(run_dir: Path) -> None:
     """Kill any rank still alive after the launcher ended (e.g. after Ctrl-C)."""
-    import psutil
-
-    marker = str(run_dir)
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
-        if proc.pid != os.getpid() and marker in cmdline:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
+    kill_marked(str(run_dir))
 
 
-# What stops a run: Ctrl-C (SIGINT); a batch system at walltime, `kill`, a Jupyter kernel restart
-# (SIGTERM); a closed terminal or SSH session (SIGHUP). Each stops every rank the same way.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # How a stopped run's process group is asked to end, then made to: (signal, seconds to wait).
 # After Ctrl-C the ranks get SIGINT first (horovodrun forwards it); after SIGTERM / SIGHUP time
 # is short (a batch system kills everything a few seconds later), so TERM comes first.
+# (What stops a run, and how its signals are caught: workshop.launch.stopping.)
 STOP_SEQUENCE = {
     signal.SIGINT: ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)),
     signal.SIGTERM: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
     signal.SIGHUP: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
 }
-
-
-class _Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP in the launcher, raised like Python raises KeyboardInterrupt for
-    SIGINT, so one code path stops the run whichever signal came."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _raise_stopped(signum: int, frame) -> None:
-    raise _Stopped(signum)
-
-
-def _stop_on_signals() -> dict:
-    """Make SIGTERM and SIGHUP stop the run like Ctrl-C; returns the handlers to restore.
-    Only the main thread may set handlers: elsewhere (a thread of a notebook) nothing changes
-    and only Ctrl-C stops the run cleanly. A signal this process was started ignoring stays
-    ignored: ``nohup workshop run ... &`` must outlive the closed terminal's SIGHUP (and a
-    shell's background job ignores SIGINT)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if previous[sig] != signal.SIG_IGN:
-            signal.signal(sig, _raise_stopped)
-    return previous
-
-
-def _ignore_stop_signals(previous: dict) -> None:
-    """While the run is being stopped and recorded (bounded, seconds): no second signal may
-    cut that short."""
-    for sig in previous:
-        signal.signal(sig, signal.SIG_IGN)
-
-
-def _restore_handlers(previous: dict) -> None:
-    for sig, handler in previous.items():
-        if handler is not None:  # None: installed outside Python, cannot be put back
-            signal.signal(sig, handler)
 
 
 def _stop_process_group(process: subprocess.Popen, signum: int) -> int:
@@ -461,10 +416,10 @@ def run_one(
         print("$ " + shlex.join(argv), flush=True)
 
     start, started_wall = time.perf_counter(), time.time()
-    previous = _stop_on_signals()
+    previous = stop_on_signals()
     try:
         launch_exit_code, stopped_by = _run_launcher(argv, env, run_dir, quiet, previous)
-        _ignore_stop_signals(previous)  # the outcome must reach run.json
+        ignore_stop_signals(previous)  # the outcome must reach run.json
         _stop_leftovers(run_dir)
         if cluster:
             from workshop.cluster.emulate import stop_job_daemons
@@ -478,7 +433,7 @@ def run_one(
             record["first_failure"] = _cluster_failure(run_dir, cluster)
         write_json(run_dir / "run.json", record)
     finally:
-        _restore_handlers(previous)
+        restore_handlers(previous)
     if stopped_by is not None:
         raise RunInterrupted(
             f"run interrupted ({signal.Signals(stopped_by).name}); its files are kept in "
@@ -563,12 +518,13 @@ def _run_launcher(
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            preexec_fn=end_on_parent_death,
         )
         _stream(process, run_dir / "logs" / "launcher.log", quiet)
         return process.wait(), None
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (_Stopped)
-        _ignore_stop_signals(previous)
-        stopped_by = getattr(exc, "signum", signal.SIGINT)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (Stopped)
+        ignore_stop_signals(previous)
+        stopped_by = signal_of(exc)
         _tell(f"\n{signal.Signals(stopped_by).name}: stopping every rank...")
         if process is None:
             return None, stopped_by

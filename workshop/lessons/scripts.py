@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from workshop.launch.ranks import (
     horovodrun_program,
     rank_environment,
 )
+from workshop.launch.stopping import end_on_parent_death, stop_tree
 from workshop.lessons.edits import EPOCH_LINE, script_path
 
 __all__ = [
@@ -80,29 +82,36 @@ NOISE = re.compile(
 
 
 def _run(command: list[str], timeout_s: float, cwd: str | os.PathLike | None) -> Launch:
+    """Run ``command`` in a session of its own and wait for it. On a timeout, or when the
+    wait is interrupted (Ctrl-C, a Jupyter interrupt, a signal that raises), the launcher and
+    every process it started (ranks sit in sessions of their own) are stopped before the error
+    goes on: nothing is left running."""
     start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            command,
-            env=_environment(),
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        tail = (exc.stdout or b"")[-3000:]
-        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
-        raise LaunchError(
-            f"{' '.join(command)} ran past {timeout_s:g} s; last output:\n{tail}"
-        ) from exc
-    lines = (done.stdout + done.stderr).splitlines()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            command, env=_environment(), cwd=cwd, stdout=out, stderr=err, text=True,
+            start_new_session=True, preexec_fn=end_on_parent_death,
+        )  # fmt: skip
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            stop_tree(process)
+            out.seek(0)
+            raise LaunchError(
+                f"{' '.join(command)} ran past {timeout_s:g} s; last output:\n{out.read()[-3000:]}"
+            ) from exc
+        except BaseException:
+            stop_tree(process)
+            raise
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    lines = (stdout + stderr).splitlines()
     output = "\n".join(line for line in lines if not NOISE.search(line))
-    run = Launch(command, done.returncode, output, time.perf_counter() - start)
+    run = Launch(command, process.returncode, output, time.perf_counter() - start)
     if not run.ok:
         raise LaunchError(
-            f"{' '.join(command)} exited with {done.returncode}; last output:\n{output[-3000:]}"
+            f"{' '.join(command)} exited with {process.returncode}; last output:\n{output[-3000:]}"
         )
     return run
 
@@ -216,8 +225,6 @@ CHECK_ARGS = {
 def run_check(name: str, script: str | os.PathLike = ""):
     """Run ``workshop check`` as :data:`CHECK_ARGS` ``name`` says, on ``script`` if given (a
     learner's file) else on the shipped script; returns the ``check.Report``."""
-    import tempfile
-
     from workshop import check
 
     shipped, args = CHECK_ARGS[name]
