@@ -22,10 +22,12 @@ SCRIPTS = Path(__file__).parent / "check_scripts"
 A, B, C = ["a", 1.0], ["b", 2.0], ["c", 3.0]
 
 
-def step(grads, params=None, lr=(0.1,), allreduces=2, broadcasts=2):
+def step(grads, params=None, lr=(0.1,), allreduces=2, broadcasts=2, covered=None):
+    """One step's record; ``covered`` (parameters set by a broadcast) defaults to all of them."""
     entry = {"lr": list(lr), "grads": grads, "allreduces": allreduces, "broadcasts": broadcasts}
     if params is not None:
         entry["params"] = params
+        entry["covered"] = len(params) if covered is None else covered
     return entry
 
 
@@ -70,39 +72,60 @@ def test_broadcast_holds_when_parameters_match_after_a_broadcast():
     result = verdicts.check_broadcast([rank(0, final=[A]), rank(1, final=[A])])
     assert result.ok is True
     assert (
-        "identical on all 2 ranks before the first step (2 tensors); 2 tensors were "
-        "broadcast before it; still identical after the last step" in result.evidence
+        "identical on all 2 ranks before the first step (2 tensors), each set from rank 0 by a "
+        "broadcast; still identical after the last step" in result.evidence
     )
 
 
 def test_broadcast_fails_when_parameters_match_only_by_seed():
-    steps = [step([A], [A, B], broadcasts=0), step([A], [A, B], broadcasts=0)]
+    steps = [step([A], [A, B], broadcasts=0, covered=0), step([A], [A, B], broadcasts=0)]
     result = verdicts.check_broadcast([rank(0, steps=steps), rank(1, steps=steps)])
-    assert result.ok is False and "nothing was broadcast" in result.evidence
+    assert result.ok is False and "none of the 2 came from a broadcast" in result.evidence
+    assert "same seed" in result.evidence
+
+
+def test_a_broadcast_object_is_not_the_parameters_broadcast():
+    # Lesson 02's resume logic: hvd.broadcast_object(first_epoch) sends 2 tensors (size and
+    # bytes) before the first step; the near miss the old verdict accepted as a broadcast.
+    steps = [step([A], [A, B], broadcasts=2, covered=0), step([A], [A, B], broadcasts=2)]
+    ranks = [rank(0, steps=steps), rank(1, steps=steps)]
+    for r in ranks:
+        r["object_broadcasts"] = 1
+    result = verdicts.check_broadcast(ranks)
+    assert result.ok is False
+    assert "1 hvd.broadcast_object call (a Python object" in result.evidence
+    # One parameter of two set by a broadcast is still a failure, naming the other.
+    steps[0] = step([A], [A, B], broadcasts=3, covered=1)
+    result = verdicts.check_broadcast([rank(0, steps=steps), rank(1, steps=steps)])
+    assert result.ok is False and "but 1 of the 2 came from a broadcast" in result.evidence
 
 
 def test_broadcast_after_the_first_step_holds_and_never_fails():
     # TensorFlow's pattern: different at step 1 (own seeds), equal at step 2 after broadcasts.
-    r0 = [step([A], [A, B], broadcasts=0), step([A], [C, C], broadcasts=9)]
-    r1 = [step([A], [B, B], broadcasts=0), step([A], [C, C], broadcasts=9)]
+    r0 = [step([A], [A, B], broadcasts=0, covered=0), step([A], [C, C], broadcasts=9)]
+    r1 = [step([A], [B, B], broadcasts=0, covered=0), step([A], [C, C], broadcasts=9)]
     result = verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)])
     assert result.ok is True
     assert (
-        "differ on 1 of 2 tensors before the first step, identical from step 2 on after "
-        "9 tensors" in result.evidence
+        "differ on 1 of 2 tensors before the first step, identical from step 2 on, each set "
+        "from rank 0 by a broadcast after the first step" in result.evidence
     )
     # Still different at step 2: never broadcast.
-    r1[1] = step([A], [A, A], broadcasts=0)
-    r0[1] = step([A], [C, C], broadcasts=0)
+    r1[1] = step([A], [A, A], broadcasts=0, covered=0)
+    r0[1] = step([A], [C, C], broadcasts=0, covered=0)
     result = verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)])
     assert result.ok is False and "on 2 of 2 before step 2" in result.evidence
     # Identical at step 2 with nothing broadcast (e.g. both ranks re-seeded and rebuilt the
     # model after step 1): they matched by seed, not by a broadcast.
-    r0[1] = step([A], [C, C], broadcasts=0)
-    r1[1] = step([A], [C, C], broadcasts=0)
+    r0[1] = step([A], [C, C], broadcasts=0, covered=0)
+    r1[1] = step([A], [C, C], broadcasts=0, covered=0)
     result = verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)])
     assert result.ok is False
-    assert "on 0 of 2 before step 2; 0 tensors were broadcast" in result.evidence
+    assert "on 0 of 2 before step 2; 0 of 2 were set from rank 0" in result.evidence
+    # A metric broadcast after step 1 (9 tensors, none of them the parameters) is no better.
+    r0[1] = step([A], [C, C], broadcasts=9, covered=0)
+    r1[1] = step([A], [C, C], broadcasts=9, covered=0)
+    assert verdicts.check_broadcast([rank(0, steps=r0), rank(1, steps=r1)]).ok is False
 
 
 def test_broadcast_cannot_judge_without_steps():
@@ -343,7 +366,8 @@ def test_report_text_and_json_shape():
     lines = report.text().splitlines()
     assert lines[0] == "workshop check train.py (np=2, horovod.torch): 1.2 s"
     assert lines[1].split()[:2] == ["OK", "init"]
-    assert lines[-2].split()[:2] == ["WARN", "lr_scaled"]
+    assert lines[-3].split()[:2] == ["WARN", "lr_scaled"]
+    assert lines[-2].strip() == "fix: " + verdicts.FIXES["lr_scaled"]["torch"]
     assert lines[-1] == "exit code 0: every practice holds (see the warnings)"
     assert str(report) == report.text()
     from IPython.lib.pretty import pretty
@@ -352,6 +376,8 @@ def test_report_text_and_json_shape():
     shape = report.to_dict()
     assert shape["exit_code"] == 0 and list(shape["checks"]) == list(check.CHECK_NAMES)
     assert shape["checks"]["init"] == {"ok": True, "evidence": checks["init"].evidence}
+    assert shape["checks"]["lr_scaled"]["fix"] == verdicts.FIXES["lr_scaled"]["torch"]
+    assert shape["stalled"] is False and shape["interrupted"] is None
     json.dumps(shape)  # serialisable
 
 
@@ -533,7 +559,7 @@ def test_correct_script_without_set_epoch_warns_over_three_epochs(
 
 MISSING = [
     ("torch_no_broadcast.py", "broadcast", "differ on 4 of 4 tensors before the first step"),
-    ("torch_same_seed_no_broadcast.py", "broadcast", "nothing was broadcast"),
+    ("torch_same_seed_no_broadcast.py", "broadcast", "none of the 4 came from a broadcast"),
     ("torch_no_distributed_optimizer.py", "averaged", "step 1: gradients differ on 4 of 4"),
     ("torch_not_sharded.py", "sharded", "saw 64 common samples of 64 and 64 (100%)"),
     # Every rank reads the whole data set twice: the same 256 samples in each epoch.
@@ -630,3 +656,153 @@ def test_keras_fit_with_horovod_callbacks_passes(tmp_path, cpu_lock, horovod_rea
         "rank 0 and rank 1 saw 0 common samples within each of 2 epochs (128 and 128 samples "
         "in all; epochs: cut where a rank's samples repeat)"
     )
+
+
+# -- live: lesson 02's own mistakes, a stall, unequal shards, and signals --------------------
+def lesson_02_variant(tmp_path, *edits: tuple[str, str]) -> Path:
+    """Lesson 02's PyTorch solution with ``(old, new)`` edits, each of which must apply."""
+    from workshop.lessons.edits import script_path
+
+    text = script_path("hvd_torch_solution.py").read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "hvd_torch_mine.py"
+    path.write_text(text)
+    return path
+
+
+NO_BROADCAST = (
+    ("    hvd.broadcast_parameters(model.state_dict(), root_rank=0)\n", ""),
+    ("    hvd.broadcast_optimizer_state(optimizer, root_rank=0)\n", ""),
+)
+
+
+@pytest.mark.live
+def test_lesson_02_solution_without_its_broadcast_lines_fails_broadcast(
+    tmp_path, cpu_lock, horovod_ready
+):
+    # The learner deletes the two broadcast lines; every rank still seeds 42 and the resume
+    # logic still calls hvd.broadcast_object(first_epoch): the near miss the old verdict
+    # passed as "broadcast OK" (2 tensors broadcast: the object's size and bytes).
+    args = ("--epochs", "1", "--steps", "3", "--checkpoint", str(tmp_path / "ckpt"))
+    same_seed = check.check_script(
+        lesson_02_variant(tmp_path, *NO_BROADCAST), args=args, cwd=tmp_path, quiet=True,
+        base_run=False,
+    )  # fmt: skip
+    print(same_seed)
+    broadcast = same_seed.checks["broadcast"]
+    assert same_seed.exit_code == 1 and broadcast.ok is False
+    assert "identical on all 2 ranks before the first step (8 tensors)" in broadcast.evidence
+    assert "none of the 8 came from a broadcast" in broadcast.evidence
+    assert "every rank used the same seed" in broadcast.evidence
+    assert "1 hvd.broadcast_object call (a Python object" in broadcast.evidence
+    assert broadcast.fix.startswith("hvd.broadcast_parameters(model.state_dict(), root_rank=0)")
+    assert "lr_scaled" not in [n for n, c in same_seed.checks.items() if c.ok is False]
+    # Seeded by rank: the parameters differ; the fix, and no word of the object broadcast.
+    by_rank = ("torch.manual_seed(42)", "torch.manual_seed(42 + hvd.rank())")
+    seeded = check.check_script(
+        lesson_02_variant(tmp_path, *NO_BROADCAST, by_rank), args=args, cwd=tmp_path,
+        quiet=True, base_run=False,
+    )  # fmt: skip
+    print(seeded)
+    broadcast = seeded.checks["broadcast"]
+    assert seeded.exit_code == 1 and broadcast.ok is False
+    assert "parameters differ on 8 of 8 tensors before the first step" in broadcast.evidence
+    assert "0 of 8 were set from rank 0 by a broadcast" in broadcast.evidence
+    assert "broadcast_object" not in broadcast.evidence
+    assert "tensors were broadcast" not in broadcast.evidence
+    assert broadcast.fix == verdicts.FIXES["broadcast"]["torch"]
+
+
+def leftovers(marker: str) -> list:
+    import psutil
+
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if marker in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid()
+    ]
+
+
+@pytest.mark.live
+def test_a_rank_0_only_allreduce_is_named_as_a_stall(tmp_path, cpu_lock, horovod_ready):
+    # `if hvd.rank() == 0: acc = hvd.allreduce(acc, name="test_acc")`: rank 0 waits for
+    # test_acc, rank 1 for the next epoch's gradients. Named in under 90 s from the start.
+    report = run_check("torch_rank0_metric_allreduce.py", tmp_path, base_run=False)
+    assert report.exit_code == 2 and report.stalled, report.text()
+    assert report.seconds < 90
+    assert report.error.startswith("the ranks stalled: for ")
+    assert (
+        "rank 0 waits in allreduce 'test_acc', submitted at torch_rank0_metric_allreduce.py:33: "
+        'acc = hvd.allreduce(acc, name="test_acc"); never submitted by rank 1' in report.error
+    )
+    assert "rank 1 waits in allreduce of 4 tensors" in report.error
+    assert "never submitted by rank 0" in report.error
+    assert "if hvd.rank() == 0" in report.error and "Fix: call it on every rank" in report.error
+    assert 20 <= report.stalled_for_s < 60
+    # What ran before the stall is still judged (8 steps of epoch 0 on both ranks).
+    assert report.checks["averaged"].partial and report.checks["averaged"].ok is True
+    assert leftovers("torch_rank0_metric_allreduce.py") == []
+
+
+@pytest.mark.live
+def test_unequal_shards_are_explained_with_both_step_counts(tmp_path, cpu_lock, horovod_ready):
+    # x[rank::2] of 1,001 samples in batches of 25: rank 0 makes 21 steps an epoch, rank 1 20;
+    # rank 1 finishes and shuts Horovod down while rank 0 is in its step 41.
+    report = run_check("torch_unequal_shards.py", tmp_path, base_run=False)
+    assert report.exit_code == 2, report.text()
+    assert "HorovodInternalError" in report.error
+    assert "rank 1 finished (rank 1 after 40 steps) and shut Horovod down" in report.error
+    assert "rank 0 21 steps per epoch (501 samples); rank 1 20 steps per epoch (500 samples)" in (
+        report.error
+    )
+    averaged = report.checks["averaged"]
+    assert averaged.ok is False and averaged.partial
+    assert "rank 0 21 steps per epoch (501 samples)" in averaged.evidence
+    assert averaged.fix == verdicts.EQUAL_STEPS_FIX["torch"]
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(
+    "signame, json_output",
+    [("SIGTERM", False), ("SIGINT", True)],  # SIGHUP takes SIGTERM's path (stop_on_signals)
+)
+def test_a_signal_stops_every_rank_and_still_prints_the_report(
+    signame, json_output, tmp_path, cpu_lock, horovod_ready
+):
+    import signal
+    import time
+
+    script = SCRIPTS / "torch_rank0_metric_allreduce.py"
+    command = [sys.executable, "-m", "workshop.cli", "check", str(script), "--no-base-run",
+               "--stall-timeout", "600", *(["--json"] if json_output else [])]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # default dispositions, whatever the test runner inherited (nohup, a background job)
+        preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in
+                            (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)],
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(leftovers(f"{script}")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)  # the check itself and its 2 ranks
+        time.sleep(3)  # the ranks are in their stall by now (it starts after 8 steps)
+        sent = time.monotonic()
+        process.send_signal(getattr(signal, signame))
+        stdout, stderr = process.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 2, stdout + stderr
+    assert took < 10
+    if json_output:
+        report = json.loads(stdout)
+        assert report["interrupted"] == signame and report["exit_code"] == 2
+        assert report["error"].startswith(f"interrupted by {signame} after ")
+        assert report["checks"]["init"]["ok"] is True
+    else:
+        assert f"interrupted by {signame} after " in stdout
+        assert "exit code 2: the check was interrupted: " in stdout
+    assert leftovers(str(script)) == []

@@ -7,11 +7,17 @@ one function each, tried in order (:data:`_RULES`):
 - an unguarded ``gpus[hvd.local_rank()]`` (TensorFlow's GPU list is empty on a CPU machine:
   ``IndexError``), or ``torch.cuda.set_device(hvd.local_rank())`` without a GPU;
 - a data set download that failed because the machine is offline (or the address cannot be
-  reached): which URL, and that Binder and clusters with internet can download.
+  reached): which URL, and that Binder and clusters with internet can download;
+- a data set read from a folder that does not exist here (a cluster path such as
+  ``/soft/datascience/...``): which folder, and what to do.
+
+The line named is the learner's own (the innermost frame of the script), not the library's.
+:func:`explain_shutdown` explains Horovod's "has been shut down" from what every rank did.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 
@@ -45,6 +51,23 @@ def _last_frame(traceback_text: str) -> tuple[str, int, str] | None:
     return last["path"], int(last["line"]), last["code"].strip()
 
 
+def _script_frame(error: dict) -> tuple[str, int, str] | None:
+    """The innermost frame of the learner's script (the runner records its path), else the
+    innermost frame outside Python's and the libraries' folders, else the innermost one."""
+    frames = [
+        (f["path"], int(f["line"]), f["code"].strip())
+        for f in _FRAME.finditer(error.get("traceback") or "")
+    ]
+    if not frames:
+        return None
+    script = error.get("script")
+    own = [f for f in frames if script and f[0] == script]
+    if own:
+        return own[-1]
+    outside = [f for f in frames if "-packages/" not in f[0] and "/lib/python" not in f[0]]
+    return (outside or frames)[-1]
+
+
 def _where(frame: tuple[str, int, str]) -> str:
     path, line, code = frame
     name = path.rsplit("/", 1)[-1]
@@ -65,6 +88,7 @@ def _gpu_by_local_rank(error: dict, output: str) -> str | None:
     cuda_words = ("Torch not compiled with CUDA enabled", "No CUDA GPUs are available",
                   "Found no NVIDIA driver")  # fmt: skip
     if any(words in message for words in cuda_words):
+        frame = _script_frame(error)
         where = f"{_where(frame)}: " if frame else ""
         return (
             f"{where}the script asks for a CUDA GPU, and this machine has none. Guard it: "
@@ -93,7 +117,35 @@ def _offline_download(error: dict, output: str) -> str | None:
     )
 
 
-_RULES: tuple[Callable[[dict, str], str | None], ...] = (_gpu_by_local_rank, _offline_download)
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+_MISSING_DATA_WORDS = ("Dataset not found", "No such file or directory", "does not exist")
+
+
+def _missing_data(error: dict, output: str) -> str | None:
+    """A data set read from a folder that is not on this machine (a cluster's path)."""
+    message = error.get("message") or ""
+    if not any(words in message for words in _MISSING_DATA_WORDS):
+        return None
+    frame = _script_frame(error)
+    paths = _QUOTED_PATH.findall(message) + (_QUOTED_PATH.findall(frame[2]) if frame else [])
+    path = next((p for p in paths if not os.path.exists(p)), None)
+    if path is None:
+        return None
+    where = f"{_where(frame)} " if frame else "the script "
+    return (
+        f"{where}reads its data from {path}, which does not exist on this machine (a path of "
+        "the cluster the script was written for?). Point it to a folder here, e.g. ./data, "
+        "and pass download=True where the machine is online (Binder, a cluster's login "
+        "node); offline, put the files in that folder first (torchvision: "
+        "ROOT/MNIST/raw/*-ubyte)"
+    )
+
+
+_RULES: tuple[Callable[[dict, str], str | None], ...] = (
+    _gpu_by_local_rank,
+    _offline_download,
+    _missing_data,
+)
 
 
 def explain_crash(error: dict, output: str = "", rank: int | None = None) -> str | None:
@@ -117,3 +169,36 @@ def explain_crash(error: dict, output: str = "", rank: int | None = None) -> str
         if found:
             return "What happened: " + found + "."
     return None
+
+
+def explain_shutdown(observations: dict[int, dict], rank: int) -> str | None:
+    """Plain words for Horovod's "has been shut down" on ``rank`` when another rank had already
+    finished: the finished rank shut Horovod down, and ``rank`` still submitted a collective
+    (from which line; with the unequal step counts that usually cause it). None when no other
+    rank finished."""
+    from workshop.check.verdicts import ranks_text, unequal_steps
+
+    error = (observations.get(rank) or {}).get("error") or {}
+    if "shut down" not in (error.get("message") or ""):
+        return None
+    done = sorted(r for r, obs in observations.items() if r != rank and obs.get("status") == "ok")
+    if not done:
+        return None
+    observations[rank]
+    frame = _script_frame(error)
+    at = f" at {_where(frame)}" if frame else ""
+    steps = {
+        r: max(len(o.get("steps") or []), o.get("steps_started", 0))
+        for r, o in observations.items()
+    }
+    finished = ", ".join(f"rank {r} after {steps[r]} steps" for r in done)
+    text = (
+        f"{ranks_text(done)} finished ({finished}) and shut Horovod down while rank {rank} "
+        f"still submitted a collective{at}, in its step {max(1, steps[rank])}: every rank must "
+        "make the same collectives"
+    )
+    ranked = [observations[r] for r in sorted(observations)]
+    unequal = unequal_steps(ranked)
+    if unequal:
+        text += f"; {unequal}. Fix: give every rank the same number of batches per epoch"
+    return text

@@ -13,7 +13,9 @@ graph (stateful, so ``tf.function`` always executes it); in eager mode it record
   recording (or with ``training=True``): the rows of its first input.
 - Checkpoints: ``Model.save``, ``Model.save_weights``, ``tf.train.Checkpoint.save`` / ``write``.
 - Horovod traffic: the op functions of Horovod's TensorFlow library
-  (``MPI_LIB.horovod_allreduce`` ...), which ``horovod.tensorflow`` looks up at call time.
+  (``MPI_LIB.horovod_allreduce`` ...), which ``horovod.tensorflow`` looks up at call time. What
+  ``horovod_broadcast`` returns is fingerprinted when it has run: a variable assigned that value
+  (``hvd.broadcast_variables``, the Keras broadcast callback) was set from rank 0.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def _wrap_apply_gradients(recorder: Recorder, tf, cls) -> None:
         count = len(grads)
 
         def record(lr, *arrays):
+            recorder.step_started()
             fingerprints = [array_fingerprint(a) for a in arrays]
             params = fingerprints[count:] if recorder.wants_params() else None
             recorder.step([float(lr)], fingerprints[:count], params)
@@ -152,6 +155,7 @@ def install_keras_model(recorder: Recorder, training_module) -> None:
 
     @functools.wraps(original_fit)
     def fit(self, *args, **kwargs):
+        recorder.used("keras_fit")
         x = args[0] if args else kwargs.get("x")
         if hasattr(x, "shape") and len(x.shape):
             recorder.safely("Model.fit", recorder.data_source, int(x.shape[0]))
@@ -266,5 +270,93 @@ def install_horovod_tf_ops(recorder: Recorder, mpi_ops) -> None:
     counted("horovod_allreduce", one, recorder.allreduced)
     counted("horovod_grouped_allreduce", group, recorder.allreduced)
     counted("horovod_broadcast", one, recorder.broadcasted)
+    _fingerprint_broadcasts(recorder, tf, library)
+    for name, op in _COLLECTIVES:
+        _track_in_flight(recorder, tf, library, name, op)
     counted("horovod_broadcast_inplace", variables, recorder.broadcasted)
     counted("horovod_broadcast_inplace_resource", variables, recorder.broadcasted)
+
+
+def _fingerprint_broadcasts(recorder: Recorder, tf, library) -> None:
+    """Record the fingerprint of each ``horovod_broadcast`` result (rank 0's value), while the
+    first steps' parameters are still being recorded."""
+    original = getattr(library, "horovod_broadcast", None)
+    if original is None:
+        return
+
+    def record(array):
+        if recorder.wants_params():
+            recorder.broadcast_value(array_fingerprint(array)[0])
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        # Added to a traced graph whatever the step: the graph may run at any step.
+        _run_or_add(tf, lambda a: recorder.safely("broadcast value", record, a), [result])
+        return result
+
+    library.horovod_broadcast = wrapper
+
+
+# Horovod's TensorFlow collectives (the library's op functions) and their names in the report.
+_COLLECTIVES = (
+    ("horovod_allreduce", "allreduce"),
+    ("horovod_grouped_allreduce", "grouped_allreduce"),
+    ("horovod_allgather", "allgather"),
+    ("horovod_grouped_allgather", "grouped_allgather"),
+    ("horovod_broadcast", "broadcast"),
+    ("horovod_alltoall", "alltoall"),
+    ("horovod_reducescatter", "reducescatter"),
+    ("horovod_grouped_reducescatter", "grouped_reducescatter"),
+)
+
+
+def _track_in_flight(recorder: Recorder, tf, library, function: str, op: str) -> None:
+    """Keep each collective in flight from the moment its inputs are ready until its output
+    is: eagerly around the call; in a graph, through a ``tf.numpy_function`` the op waits for
+    (a control dependency on its inputs) and one on its output."""
+    import numpy as np
+
+    original = getattr(library, function, None)
+    if original is None:
+        return
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        name = kwargs.get("name")
+        name = name if isinstance(name, str) else None
+        where = recorder.where()
+        key = object()
+        if tf.executing_eagerly():
+            recorder.submitted(key, op, name, where)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                recorder.completed(key)
+        inputs = args[0] if args else None
+        flat = (
+            [t for t in tf.nest.flatten(inputs) if tf.is_tensor(t)] if inputs is not None else []
+        )
+        if not flat:
+            return original(*args, **kwargs)
+
+        def submitted(*_):
+            recorder.submitted(key, op, name, where)
+            return np.int64(0)
+
+        def completed(*_):
+            recorder.completed(key)
+            return np.int64(0)
+
+        marker = tf.numpy_function(submitted, flat[:1], tf.int64, stateful=True)
+        with tf.control_dependencies([marker]):
+            held = tf.nest.map_structure(
+                lambda t: tf.identity(t) if tf.is_tensor(t) else t, inputs
+            )
+        result = original(held, *args[1:], **kwargs)
+        done = [t for t in tf.nest.flatten(result) if tf.is_tensor(t)][:1]
+        if done:
+            tf.numpy_function(completed, [tf.size(done[0])], tf.int64, stateful=True)
+        return result
+
+    setattr(library, function, wrapper)

@@ -15,8 +15,14 @@
 - The zero-gradient step ``hvd.broadcast_optimizer_state`` makes to create the optimizer's
   state is not a training step: steps inside it are not recorded.
 - Horovod traffic: ``horovod.torch.mpi_ops``'s private ``_allreduce_async``,
-  ``_grouped_allreduce_async`` and ``_broadcast_async`` (every public collective goes through
-  them, looked up at call time).
+  ``_grouped_allreduce_async``, ``_broadcast_async`` and the other ``_*_async`` functions
+  (every public collective goes through them, looked up at call time), with the line of the
+  script that submitted each, until ``synchronize`` completes it. What a broadcast wrote (its
+  output tensor) is fingerprinted at the next recorded step: a parameter holding that value
+  was set from rank 0.
+- ``hvd.broadcast_object``: a Python object, counted apart (the resume epoch is not the
+  parameters); tensors inside the object it returns (a broadcast ``state_dict``) count as
+  broadcast values.
 """
 
 from __future__ import annotations
@@ -72,8 +78,14 @@ def install_torch(recorder: Recorder, torch) -> None:
     state = {"step_depth": 0, "forward_depth": 0, "skipped": []}
 
     def before_step(optimizer):
+        recorder.step_started()
         lr = [float(group.get("lr", float("nan"))) for group in optimizer.param_groups]
-        params = [_fingerprint(p) for p in _params(optimizer)] if recorder.wants_params() else None
+        params = None
+        if recorder.wants_params():
+            outputs, recorder.broadcast_outputs = recorder.broadcast_outputs, []
+            for output in outputs:
+                recorder.broadcast_value(_fingerprint(output)[0])
+            params = [_fingerprint(p) for p in _params(optimizer)]
         state["pending"] = (lr, params)
         recorder.final_params_reader = lambda: [_fingerprint(p) for p in _params(optimizer)]
         if recorder.probe:
@@ -170,33 +182,92 @@ def install_torch(recorder: Recorder, torch) -> None:
     torch.serialization.save = save
 
 
-def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
-    """Count the tensors Horovod allreduces and broadcasts."""
-    recorder.imported("torch")
+# (private function, Horovod's op, index of the name argument, index of the output argument)
+_COLLECTIVES = (
+    ("_allreduce_async", "allreduce", 2, None),
+    ("_grouped_allreduce_async", "grouped_allreduce", 2, None),
+    ("_broadcast_async", "broadcast", 3, 1),
+    ("_allgather_async", "allgather", 2, None),
+    ("_grouped_allgather_async", "grouped_allgather", 2, None),
+    ("_alltoall_async", "alltoall", 4, None),
+    ("_reducescatter_async", "reducescatter", 2, None),
+    ("_grouped_reducescatter_async", "grouped_reducescatter", 2, None),
+)
 
-    def counted(name: str, count, event):
-        original = getattr(mpi_ops, name)
+
+def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
+    """Count the tensors Horovod allreduces and broadcasts; keep each collective in flight
+    (with the script line that submitted it) until ``synchronize`` returns."""
+    recorder.imported("torch")
+    counts = {
+        "_allreduce_async": (lambda args: 1, recorder.allreduced),
+        "_grouped_allreduce_async": (lambda args: len(args[0]), recorder.allreduced),
+        "_broadcast_async": (lambda args: 1, recorder.broadcasted),
+    }
+
+    def watched(function: str, op: str, name_at: int, output_at: int | None):
+        original = getattr(mpi_ops, function, None)
+        if original is None:
+            return
 
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
-            event(count(args))
-            return original(*args, **kwargs)
+            if function in counts:
+                count, event = counts[function]
+                event(count(args))
+            handle = original(*args, **kwargs)
+            recorder.safely("collective", observe, args, handle)
+            return handle
 
-        setattr(mpi_ops, name, wrapper)
+        def observe(args, handle):
+            name = args[name_at] if len(args) > name_at else None
+            recorder.submitted(handle, op, name, recorder.where())
+            if output_at is not None and recorder.wants_params():
+                recorder.broadcast_outputs.append(args[output_at])
 
-    counted("_allreduce_async", lambda args: 1, recorder.allreduced)
-    counted("_grouped_allreduce_async", lambda args: len(args[0]), recorder.allreduced)
-    counted("_broadcast_async", lambda args: 1, recorder.broadcasted)
+        setattr(mpi_ops, function, wrapper)
+
+    for function, op, name_at, output_at in _COLLECTIVES:
+        watched(function, op, name_at, output_at)
+
+    original_synchronize = mpi_ops.synchronize
+
+    @functools.wraps(original_synchronize)
+    def synchronize(handle):
+        try:
+            return original_synchronize(handle)
+        finally:
+            recorder.completed(handle)
+
+    mpi_ops.synchronize = synchronize
+
+
+def _tensors_in(value, torch, found: list, depth: int = 0) -> list:
+    """The tensors inside a (nested) dict / list / tuple, e.g. a broadcast ``state_dict``."""
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif depth < 4 and isinstance(value, dict):
+        for item in value.values():
+            _tensors_in(item, torch, found, depth + 1)
+    elif depth < 4 and isinstance(value, list | tuple):
+        for item in value:
+            _tensors_in(item, torch, found, depth + 1)
+    return found
 
 
 def install_horovod_torch_functions(recorder: Recorder, functions) -> None:
     """``hvd.broadcast_optimizer_state`` makes a step with zero gradients to create the
-    optimizer's state before broadcasting it: that step is not training, so it is not counted.
+    optimizer's state before broadcasting it: that step is not training, so it is not counted
+    (nor is the ``broadcast_object`` of its scalars). ``hvd.broadcast_object`` called by the
+    script is counted apart, and the tensors of the object it returns are broadcast values.
     """
+    import torch
+
     original = functions.broadcast_optimizer_state
 
     @functools.wraps(original)
     def broadcast_optimizer_state(*args, **kwargs):
+        recorder.optimizer_state_broadcast = True
         recorder.muted += 1
         try:
             return original(*args, **kwargs)
@@ -204,3 +275,20 @@ def install_horovod_torch_functions(recorder: Recorder, functions) -> None:
             recorder.muted -= 1
 
     functions.broadcast_optimizer_state = broadcast_optimizer_state
+
+    original_object = functions.broadcast_object
+
+    def values_of(result):
+        if recorder.wants_params():
+            for tensor in _tensors_in(result, torch, []):
+                recorder.broadcast_value(_fingerprint(tensor)[0])
+
+    @functools.wraps(original_object)
+    def broadcast_object(*args, **kwargs):
+        if not recorder.muted:
+            recorder.object_broadcasts += 1
+        result = original_object(*args, **kwargs)
+        recorder.safely("broadcast_object", values_of, result)
+        return result
+
+    functions.broadcast_object = broadcast_object

@@ -14,13 +14,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workshop.check.failures import explain_crash
-from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text
+from workshop.check.failures import explain_crash, explain_shutdown
+from workshop.check.stalls import STALL_S, Stall, StallWatch, stall_message
+from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text, style_of
 from workshop.launch.ranks import (
     HorovodNotFound,
     horovodrun_command,
     horovodrun_program,
     rank_environment,
+)
+from workshop.launch.stopping import (
+    end_on_parent_death,
+    ignore_stop_signals,
+    kill_marked,
+    restore_handlers,
+    signal_of,
+    stop_on_signals,
+    stop_tree,
 )
 
 FRAMEWORKS = ("torch", "tensorflow")
@@ -43,12 +53,18 @@ class Report:
         framework: the Horovod framework the script initialised (None when it did not).
         checks: practice name -> :class:`Check` (``ok`` True/False/None, ``evidence``), in
             the order of :data:`workshop.check.verdicts.CHECK_NAMES`.
-        exit_code: 0 every check holds (warnings allowed), 1 one failed, 2 the script crashed
-            or was stopped by the timeout (after a crash, the checks are still judged from the
-            steps that ran, each marked ``partial``).
+        exit_code: 0 every check holds (warnings allowed), 1 one failed, 2 the script crashed,
+            stalled, was stopped by the timeout or the check was interrupted (the checks are
+            then still judged from the steps that ran, each marked ``partial``).
         seconds: wall time of the whole check.
-        error: why the script was not judged (crash with rank and traceback, timeout), or None.
+        error: why the script was not judged to its end (crash with rank and traceback,
+            stall, timeout, interruption), or None.
         output: the tail of the ranks' combined output (horovodrun's ``[rank]<stream>`` lines).
+        stalled: the ranks stalled in a collective that not every rank submitted.
+        stalled_for_s: how long the oldest collective in flight had waited when the check
+            stopped the stalled ranks (from the stall's start to the report), or None.
+        interrupted: the signal that stopped the check (``SIGINT``, ``SIGTERM``, ``SIGHUP``), or
+            None.
     """
 
     script: str
@@ -59,6 +75,9 @@ class Report:
     seconds: float
     error: str | None = None
     output: str = field(default="", repr=False)
+    stalled: bool = False
+    interrupted: str | None = None
+    stalled_for_s: float | None = None
 
     def to_dict(self) -> dict:
         """The ``workshop check --json`` document."""
@@ -70,6 +89,9 @@ class Report:
             "framework": self.framework,
             "seconds": round(self.seconds, 3),
             "error": self.error,
+            "stalled": self.stalled,
+            "stalled_for_s": self.stalled_for_s,
+            "interrupted": self.interrupted,
         }
 
     def text(self) -> str:
@@ -82,12 +104,15 @@ class Report:
         for name, check in self.checks.items():
             partial = "(partial) " if check.partial else ""
             lines.append(f"  {check.label:<4}  {name:<{width}}  {partial}{check.evidence}")
+            if check.fix:
+                lines.append(f"  {'':<4}  {'':<{width}}  fix: {check.fix}")
         failed = [name for name, check in self.checks.items() if check.ok is False]
         outcome = {
             0: "every practice holds"
             + (" (see the warnings)" if any(c.ok is None for c in self.checks.values()) else ""),
             1: f"{len(failed)} of {len(self.checks)} practices missing: {', '.join(failed)}",
-            2: "the script did not run to the end: "
+            2: ("the check was interrupted: " if self.interrupted else "")
+            + "the script did not run to the end: "
             + (
                 "the verdicts above come from what ran before it stopped (partial)"
                 if any(c.partial for c in self.checks.values())
@@ -138,34 +163,10 @@ def rank_env(np: int) -> dict[str, str]:
 
 
 def _stop(process: subprocess.Popen, marker: str) -> None:
-    """Stop horovodrun and every rank it started (ranks may sit in their own sessions)."""
-    import psutil
-
-    try:
-        family = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        family = []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            pass
-        for child in family:
-            try:
-                child.send_signal(sig)
-            except psutil.Error:
-                pass
-        try:
-            process.wait(timeout=3)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    for proc in psutil.process_iter(["cmdline"]):  # ranks that outlived their launcher
-        if marker in (proc.info.get("cmdline") or []) and proc.pid != os.getpid():
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
+    """Stop horovodrun and every rank it started (ranks sit in sessions of their own): SIGTERM
+    first, so that each rank writes what it observed, then SIGKILL."""
+    stop_tree(process, grace_s=3.0)
+    kill_marked(marker)  # ranks that outlived their launcher
 
 
 @dataclass
@@ -209,6 +210,16 @@ class _Launch:
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def progress(self) -> dict[int, dict | None]:
+        """Each rank's ``rank.<N>.progress`` (None before it writes one)."""
+        found = {}
+        for rank in range(self.np):
+            try:
+                found[rank] = json.loads((self.out / f"rank.{rank}.progress").read_text())
+            except (OSError, ValueError):
+                found[rank] = None
+        return found
+
 
 def _start(
     name: str, np: int, workdir: Path, script: Path, args, cwd, env, horovodrun, probe: bool
@@ -220,6 +231,7 @@ def _start(
         process = subprocess.Popen(
             rank_command(horovodrun, np, out, script, args, probe), cwd=cwd, env=env,
             stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=end_on_parent_death,
         )  # fmt: skip
     return _Launch(name, np, out, log, process, time.monotonic())
 
@@ -237,6 +249,9 @@ def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> s
         others = sorted(r for _, r, _ in errors if r != rank)
         also = f" (then {', '.join(f'rank {r}' for r in others)} failed too)" if others else ""
         explained = explain_crash(obs["error"], launch.output(), rank)
+        shutdown = explain_shutdown(observations, rank)
+        if shutdown:
+            explained = f"What happened: {shutdown}." + (f"\n{explained}" if explained else "")
         return (
             f"the script crashed on rank {rank}: {obs['error']['type']}: "
             f"{obs['error']['message']}{also}\n"
@@ -263,7 +278,8 @@ def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> s
 
 
 def _not_judged(reason: str) -> dict[str, Check]:
-    return {name: Check(None, f"not judged: {reason}") for name in CHECK_NAMES}
+    fix = "make the script run to its first optimizer step (see the error above)"
+    return {name: Check(None, f"not judged: {reason}", fix=fix) for name in CHECK_NAMES}
 
 
 def _partial_verdicts(
@@ -301,6 +317,7 @@ def check_script(
     cwd=None,
     base_run: bool = True,
     quiet: bool = False,
+    stall_s: float = STALL_S,
 ) -> Report:
     """Run a learner's Horovod script on ``np`` CPU ranks and judge six practices.
 
@@ -321,10 +338,19 @@ def check_script(
         base_run: also run the script alone (np=1, stopped at its first optimizer step) to see
             the learning rate it uses at np=1, the base of ``lr_scaled``.
         quiet: print no progress lines.
+        stall_s: no rank making progress for this long while every rank waits in a Horovod
+            collective is a stall (:mod:`workshop.check.stalls`): the ranks are stopped and the
+            report says which collective, which ranks, the likely cause and the fix.
+
+    SIGTERM, SIGHUP and SIGINT (Ctrl-C, a Jupyter interrupt; even when this process was
+    started ignoring SIGINT) stop every rank within seconds and the report is still returned,
+    marked ``interrupted``; a SIGKILL of this process kills horovodrun (``PR_SET_PDEATHSIG``),
+    whose own watchers end its ranks.
 
     Returns:
         A :class:`Report`; ``report.exit_code`` is 0 (all hold), 1 (a practice is missing) or
-        2 (the script crashed or did not finish in time).
+        2 (the script crashed, stalled, did not finish in time, or the check was
+        interrupted).
 
     Raises:
         FileNotFoundError: the script does not exist.
@@ -344,16 +370,41 @@ def check_script(
         + (" and once alone for the base learning rate" if base_run else "")
         + "..."
     )
-    launches = {"main": _start("main", np, workdir, script, args, cwd, env, horovodrun, False)}
-    if base_run:
-        launches["base"] = _start("base", 1, workdir, script, args, cwd, env, horovodrun, True)
+    launches: dict[str, _Launch] = {}
+    previous = stop_on_signals(sigint_when_ignored=True)
+    ended = _Ended()
     try:
-        timed_out = _wait(launches, start + timeout_s, say)
-        return _report(str(path), np, framework, launches, timed_out, timeout_s, start)
+        launches["main"] = _start("main", np, workdir, script, args, cwd, env, horovodrun, False)
+        if base_run:
+            launches["base"] = _start("base", 1, workdir, script, args, cwd, env, horovodrun, True)
+        ended = _wait(launches, start + timeout_s, say, stall_s)
+    except KeyboardInterrupt as stop:  # Ctrl-C, a Jupyter interrupt, SIGTERM, SIGHUP
+        ignore_stop_signals(previous)  # the ranks must be stopped and the report made
+        ended = _Ended(interrupted=signal.Signals(signal_of(stop)).name)
+        say(f"{ended.interrupted}: stopping every rank...")
+    try:
+        ignore_stop_signals(previous)
+        for launch in launches.values():
+            launch.stop()
+        if "main" not in launches:
+            return Report(str(path), np, None, _not_judged("interrupted before the start"), 2,
+                          time.monotonic() - start, f"interrupted by {ended.interrupted}",
+                          interrupted=ended.interrupted)  # fmt: skip
+        return _report(str(path), np, framework, launches, ended, timeout_s, start)
     finally:
         for launch in launches.values():
             launch.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+        restore_handlers(previous)
+
+
+@dataclass
+class _Ended:
+    """How the wait for the ranks ended: by itself, the timeout, a stall or a signal."""
+
+    timed_out: bool = False
+    stall: Stall | None = None
+    interrupted: str | None = None
 
 
 def _check_arguments(script: Path, np: int, framework: str | None, timeout_s: float) -> None:
@@ -373,27 +424,45 @@ def _report(
     np: int,
     framework: str | None,
     launches: dict[str, _Launch],
-    timed_out: bool,
+    ended: _Ended,
     timeout_s: float,
     start: float,
 ) -> Report:
-    """The :class:`Report` on the ended (or stopped) launches of :func:`check_script`: not
-    judged after a timeout or a crash, else the verdicts of
-    :func:`workshop.check.verdicts.judge`."""
+    """The :class:`Report` on the ended (or stopped) launches of :func:`check_script`: judged
+    on partial evidence after a timeout, a stall, an interruption or a crash, else the
+    verdicts of :func:`workshop.check.verdicts.judge`."""
     main = launches["main"]
     observations = main.observations()
     output = main.output()[-OUTPUT_CHARS:]
     seconds = time.monotonic() - start
     found = _framework(observations)
     base, note = _base_observation(launches.get("base"))
-    if timed_out:
-        error = _timeout_message(timeout_s, observations)
+
+    def stopped(error: str, **marks) -> Report:
         checks = _partial_verdicts(observations, np, base, note, framework)
-        return Report(script, np, found, checks, 2, seconds, error, output)
+        return Report(script, np, found, checks, 2, seconds, error, output, **marks)
+
+    if ended.interrupted:
+        return stopped(
+            f"interrupted by {ended.interrupted} after {seconds:.1f} s: every rank was stopped",
+            interrupted=ended.interrupted,
+        )
+    if ended.stall is not None:
+        style = style_of(list(observations.values()), framework)
+        waited = max(
+            (item["age_s"] for obs in observations.values() for item in obs.get("pending") or []),
+            default=ended.stall.waited_s,
+        )
+        return stopped(
+            stall_message(ended.stall, observations, np, style),
+            stalled=True,
+            stalled_for_s=waited,
+        )
+    if ended.timed_out:
+        return stopped(_timeout_message(timeout_s, observations))
     crash = _crash_message(observations, np, main)
     if crash:
-        checks = _partial_verdicts(observations, np, base, note, framework)
-        return Report(script, np, found, checks, 2, seconds, crash, output)
+        return stopped(crash)
     checks = judge(list(observations.values()), base, note, framework)
     exit_code = 1 if any(check.ok is False for check in checks.values()) else 0
     error = _hook_errors_message(observations)
@@ -420,25 +489,34 @@ def _hook_errors_message(observations: dict[int, dict]) -> str | None:
     return "the checker could not observe everything: " + "; ".join(hook_errors[:3])
 
 
-def _wait(launches: dict[str, _Launch], deadline: float, say) -> bool:
-    """Wait for every launch; True when the deadline stopped the main run. The np=1 base run
-    stops at its first optimizer step: once the main run is over, it gets at most as long
-    again as the main run took (at least BASE_GRACE_S), then it is stopped."""
+def _wait(launches: dict[str, _Launch], deadline: float, say, stall_s: float = STALL_S) -> _Ended:
+    """Wait for every launch, watching the main run's ranks for a stall
+    (:class:`workshop.check.stalls.StallWatch`). The np=1 base run stops at its first
+    optimizer step: once the main run is over, it gets at most as long again as the main run
+    took (at least BASE_GRACE_S), then it is stopped."""
     main = launches["main"]
     base = launches.get("base")
     base_deadline = None
+    watch = StallWatch(stall_s=stall_s)
+    read_at = 0.0
     while True:
         main_done = main.poll(say)
         base_done = base is None or base.poll(say)
         if main_done and (base_done or main.exit_code != 0):
-            return False
+            return _Ended()
         now = time.monotonic()
+        if not main_done and now - read_at >= 1.0:
+            read_at = now
+            stall = watch.feed(main.progress(), now)
+            if stall is not None:
+                say(f"  stalled: no rank moved for {stall.frozen_s:.0f} s; stopping every rank")
+                return _Ended(stall=stall)
         if main_done and base_deadline is None:
             base_deadline = min(deadline, now + max(BASE_GRACE_S, now - main.started))
         if now > (base_deadline or deadline):
             for launch in launches.values():
                 launch.stop()
-            return not main_done
+            return _Ended(timed_out=not main_done)
         time.sleep(0.1)
 
 

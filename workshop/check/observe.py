@@ -11,8 +11,18 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
 - ``horovod_imported``: the Horovod framework modules the script imported;
 - ``steps``: one entry per optimizer step, in order: ``lr`` (one value per parameter group),
   ``grads`` (``[hash, norm]`` of each applied gradient), ``allreduces`` and ``broadcasts``
-  (tensors reduced / broadcast by Horovod so far), and ``params`` (``[hash, norm]`` of each
-  parameter right before the step) for the first two steps only;
+  (tensors reduced / broadcast by Horovod so far), and for the first two steps only
+  ``params`` (``[hash, norm]`` of each parameter right before the step) and ``covered`` (how
+  many of those parameters hold a value that came out of a Horovod broadcast: rank 0's);
+- ``steps_started``: optimizer steps begun (a step waiting in Horovod when the rank ended is
+  begun but not in ``steps``);
+- ``object_broadcasts``: calls of ``hvd.broadcast_object`` made by the script itself (a Python
+  object, e.g. the resume epoch: not the parameters);
+- ``optimizer_state_broadcast``: ``hvd.broadcast_optimizer_state`` was called;
+- ``apis``: how the script trains, where it tells (``keras_fit``: tf-keras ``Model.fit``);
+- ``pending``: the Horovod collectives submitted and not completed when the rank ended (PyTorch
+  only), each ``{"op", "name", "where", "age_s"}``: ``where`` is the line of the script that
+  submitted it (``path:line: code``);
 - ``final_params``: ``[hash, norm]`` of each parameter at the end (after the last step);
 - ``samples``: one hash per training sample fed to the model (rows of the model's input);
 - ``batches``: the number of samples of each training batch, in order (they add up to
@@ -35,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -72,6 +83,14 @@ def row_digests(array) -> list[str]:
     return [digest(row.tobytes()) for row in flat]
 
 
+def source_line(path: str, line: int) -> str:
+    """``NAME:LINE: code`` of a line of a source file (the code when it can be read)."""
+    import linecache
+
+    code = linecache.getline(path, line).strip()
+    return f"{os.path.basename(path)}:{line}" + (f": {code}" if code else "")
+
+
 class Recorder:
     """The observations of one rank; thread-safe, written once at the end."""
 
@@ -94,6 +113,19 @@ class Recorder:
         self.samplers: list[dict] = []
         self.allreduces = 0
         self.broadcasts = 0
+        self.steps_started = 0
+        # Fingerprint hashes of tensors that came out of a broadcast (rank 0's values), and
+        # broadcast outputs to fingerprint at the next recorded step (PyTorch: in place).
+        self.broadcast_values: set[str] = set()
+        self.broadcast_outputs: list = []
+        self.object_broadcasts = 0
+        self.optimizer_state_broadcast = False
+        self.apis: list[str] = []
+        # Collectives submitted and not yet completed: handle -> {"op", "name", "where", "at"}.
+        self.in_flight: dict = {}
+        self.collectives_done = 0
+        # The learner's script (its frames name the line that submitted a collective).
+        self.script: str | None = None
         self.hook_errors: list[str] = []
         # > 0 while Horovod's own helpers step the optimizer (not a training step).
         self.muted = 0
@@ -134,6 +166,60 @@ class Recorder:
         """True while the next step's parameters are still to be recorded."""
         return len(self.steps) < PARAM_STEPS
 
+    def broadcast_value(self, fingerprint_hash: str) -> None:
+        """A tensor with this content came out of a Horovod broadcast (rank 0's value)."""
+        with self.lock:
+            if self.wants_params():
+                self.broadcast_values.add(fingerprint_hash)
+
+    def used(self, api: str) -> None:
+        with self.lock:
+            if api not in self.apis:
+                self.apis.append(api)
+
+    def step_started(self) -> None:
+        with self.lock:
+            self.steps_started += 1
+
+    def submitted(self, handle, op: str, name: str | None, where: str | None) -> None:
+        """A collective was handed to Horovod (PyTorch: it returns a handle)."""
+        with self.lock:
+            self.in_flight[handle] = {"op": op, "name": name, "where": where, "at": time.time()}
+
+    def where(self) -> tuple[str, int] | None:
+        """(path, line) of the innermost frame of the learner's script on this thread (the
+        line that called into a hook), or None."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename == self.script:
+                return frame.f_code.co_filename, frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    def completed(self, handle) -> None:
+        with self.lock:
+            self.in_flight.pop(handle, None)
+            self.collectives_done += 1
+
+    def progress(self) -> dict:
+        """What this rank has done so far: ``counters`` (one line that changes whenever the
+        rank makes progress: a step, a batch, a collective submitted or completed) and
+        ``pending`` (the collectives it waits for, as in ``rank.<N>.json``)."""
+        with self.lock:
+            counters = (
+                f"{self.steps_started} {len(self.steps)} {len(self.samples)} "
+                f"{self.allreduces} {self.broadcasts} {self.collectives_done}"
+            )
+            return {"counters": counters, "pending": self._pending()}
+
+    def write_progress(self) -> None:
+        """``rank.<N>.progress``: :meth:`progress` as JSON, rewritten atomically (the check
+        reads it to tell a stall, where nothing moves, from a slow rank)."""
+        path = self.out_dir / f"rank.{self.env_rank}.progress"
+        tmp = path.with_suffix(".progress-tmp")
+        tmp.write_text(json.dumps(self.progress()) + "\n")
+        tmp.replace(path)
+
     def step(self, lr: list[float], grads: list[list], params: list[list] | None) -> None:
         """One optimizer step: its learning rates, applied gradients and (early) parameters."""
         with self.lock:
@@ -145,6 +231,7 @@ class Recorder:
             }
             if params is not None and len(self.steps) < PARAM_STEPS:
                 entry["params"] = params
+                entry["covered"] = sum(1 for p in params if p[0] in self.broadcast_values)
             self.steps.append(entry)
             if self.probe:
                 # The np=1 run only needs the learning rate of the first step.
@@ -202,12 +289,30 @@ class Recorder:
             "samplers": self.samplers,
             "allreduces": self.allreduces,
             "broadcasts": self.broadcasts,
+            "steps_started": self.steps_started,
+            "object_broadcasts": self.object_broadcasts,
+            "optimizer_state_broadcast": self.optimizer_state_broadcast,
+            "apis": self.apis,
+            "pending": self._pending(),
             "status": status,
             "exit_code": exit_code,
             "error": error,
             "hook_errors": self.hook_errors,
             "seconds": round(time.time() - self.started, 3),
         }
+
+    def _pending(self) -> list[dict]:
+        """The collectives still in flight, oldest first, with their age in seconds."""
+        now = time.time()
+        return [
+            {
+                "op": c["op"],
+                "name": c["name"] if isinstance(c["name"], str) else None,
+                "where": source_line(*c["where"]) if c["where"] else None,
+                "age_s": round(now - c["at"], 1),
+            }
+            for c in sorted(self.in_flight.values(), key=lambda c: c["at"])
+        ]
 
     def write(self, status: str, exit_code: int, error: dict | None = None) -> Path:
         """Write ``rank.<N>.json`` atomically (the parent treats its appearance as 'done')."""

@@ -185,6 +185,21 @@ def _write_when_stopped(recorder: Recorder) -> None:
     threading.Thread(target=watch, name="workshop-check-sigterm", daemon=True).start()
 
 
+PROGRESS_PERIOD_S = 1.0
+
+
+def _write_progress(recorder: Recorder) -> None:
+    """A daemon thread that rewrites ``rank.<N>.progress`` every second (see
+    :meth:`Recorder.write_progress`)."""
+
+    def loop() -> None:
+        while not recorder.written:
+            recorder.safely("progress", recorder.write_progress)
+            time.sleep(PROGRESS_PERIOD_S)
+
+    threading.Thread(target=loop, name="workshop-check-progress", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workshop.check.runner")
     parser.add_argument("--out", type=Path, required=True, help="folder for rank.<N>.json")
@@ -196,8 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     rank = _env_int("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK") or 0
     size = _env_int("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
     recorder = Recorder(options.out, rank, size, probe=options.probe)
+    recorder.script = str(script)
     AfterImport(observation_hooks(recorder)).install()
     _write_when_stopped(recorder)
+    if not options.probe:
+        _write_progress(recorder)
 
     sys.argv = [str(options.script), *options.args]
     # Like `python SCRIPT`: the script's folder first. The launcher starts the runner with
@@ -222,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             "message": str(crash),
             "traceback": _script_traceback(crash, script),
             "time": time.time(),
+            "script": str(script),
         }
         sys.stderr.write(error["traceback"])
     recorder.write(status, exit_code, error)

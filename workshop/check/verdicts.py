@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 CHECK_NAMES = ("init", "broadcast", "averaged", "sharded", "rank0_checkpoint", "lr_scaled")
 # Below this share of common samples, overlap is reported as a warning: a few exact duplicates
@@ -22,12 +22,14 @@ LR_REL_TOL = 1e-3
 
 @dataclass(frozen=True)
 class Check:
-    """One practice's verdict: ``ok`` True / False / None (warning), the evidence, and whether
-    it was judged on partial evidence (steps before a crash)."""
+    """One practice's verdict: ``ok`` True / False / None (warning), the evidence, whether it
+    was judged on partial evidence (steps before a crash), and the fix: the line of code that
+    makes the practice hold (every FAIL and WARN has one; see :func:`judge`)."""
 
     ok: bool | None
     evidence: str
     partial: bool = False
+    fix: str = ""
 
     @property
     def label(self) -> str:
@@ -35,12 +37,106 @@ class Check:
 
     def as_partial(self) -> Check:
         """The same verdict, marked as judged on partial evidence (the script crashed)."""
-        return Check(self.ok, self.evidence, True)
+        return replace(self, partial=True)
 
     def to_dict(self) -> dict:
-        """``{"ok", "evidence"}``, and ``"partial": true`` for a verdict on partial evidence."""
+        """``{"ok", "evidence"}``, ``"fix"`` for a FAIL or WARN, and ``"partial": true`` for a
+        verdict on partial evidence."""
         found = {"ok": self.ok, "evidence": self.evidence}
+        if self.fix:
+            found["fix"] = self.fix
         return found | {"partial": True} if self.partial else found
+
+
+#: How a script trains, for the fix to name its own API: PyTorch, a TensorFlow 2 custom loop
+#: (GradientTape), or tf-keras ``Model.fit``.
+STYLES = ("torch", "tf", "keras")
+
+#: The fix of each practice, in each style's own code.
+FIXES = {
+    "init": {
+        "torch": "import horovod.torch as hvd; hvd.init() first thing in main(), on every rank",
+        "tf": "import horovod.tensorflow as hvd; hvd.init() first thing, on every rank",
+        "keras": "import horovod.tensorflow.keras as hvd; hvd.init() first thing, on every rank",
+    },
+    "broadcast": {
+        "torch": "hvd.broadcast_parameters(model.state_dict(), root_rank=0) and "
+        "hvd.broadcast_optimizer_state(optimizer, root_rank=0) after building the model and "
+        "the optimizer (and after rank 0 loads a checkpoint)",
+        "tf": "after the first step: if first_batch: hvd.broadcast_variables(model.variables, "
+        "root_rank=0); hvd.broadcast_variables(optimizer.variables(), root_rank=0)",
+        "keras": "model.fit(..., callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), "
+        "...])",
+    },
+    "averaged": {
+        "torch": "optimizer = hvd.DistributedOptimizer(optimizer, "
+        "named_parameters=model.named_parameters())",
+        "tf": "tape = hvd.DistributedGradientTape(tape) before tape.gradient(...)",
+        "keras": "optimizer = hvd.DistributedOptimizer(optimizer) before model.compile(...)",
+    },
+    "sharded": {
+        "torch": "sampler = DistributedSampler(dataset, num_replicas=hvd.size(), "
+        "rank=hvd.rank()); DataLoader(dataset, batch_size=..., sampler=sampler); "
+        "sampler.set_epoch(epoch) at the start of each epoch",
+        "tf": "dataset = dataset.shard(hvd.size(), hvd.rank()) before .shuffle() and .batch()",
+        "keras": "x, y = x[hvd.rank()::hvd.size()], y[hvd.rank()::hvd.size()] (or "
+        "dataset.shard(hvd.size(), hvd.rank())) before model.fit",
+    },
+    "rank0_checkpoint": {
+        "torch": "if hvd.rank() == 0: torch.save(...)",
+        "tf": "if hvd.rank() == 0: checkpoint.save(...)",
+        "keras": "if hvd.rank() == 0: callbacks.append(keras.callbacks.ModelCheckpoint(...))",
+    },
+    "lr_scaled": {
+        "torch": "lr = base_lr * hvd.size() (warm up to it over the first epoch), e.g. "
+        "torch.optim.SGD(model.parameters(), lr=base_lr * hvd.size())",
+        "tf": "optimizer = tf.keras.optimizers.SGD(base_lr * hvd.size())",
+        "keras": "optimizer = keras.optimizers.SGD(base_lr * hvd.size()) with "
+        "hvd.callbacks.LearningRateWarmupCallback(initial_lr=base_lr * hvd.size(), "
+        "warmup_epochs=...)",
+    },
+}
+
+#: The fix of ranks that make different numbers of steps (unequal shards).
+EQUAL_STEPS_FIX = {
+    "torch": "DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank()) (it pads "
+    "every shard to the same size), or DataLoader(..., drop_last=True), or trim the data to a "
+    "multiple of hvd.size() first: n = len(x) // hvd.size() * hvd.size(); "
+    "x[:n][hvd.rank()::hvd.size()]",
+    "tf": "trim the data to a multiple of hvd.size() before .shard() (n = len(x) // hvd.size() "
+    "* hvd.size()), or take the same number of batches on every rank: "
+    "dataset.repeat().take(steps_per_epoch)",
+    "keras": "trim the data to a multiple of hvd.size() before slicing (n = len(x) // "
+    "hvd.size() * hvd.size(); x[:n][hvd.rank()::hvd.size()]), or model.fit(dataset.repeat(), "
+    "steps_per_epoch=N // hvd.size())",
+}
+
+
+def style_of(ranks: list[dict], framework: str | None = None) -> str:
+    """``keras`` when a rank trained with ``Model.fit``, ``tf`` for another TensorFlow script,
+    else ``torch`` (:data:`STYLES`)."""
+    if any("keras_fit" in (r.get("apis") or []) for r in ranks):
+        return "keras"
+    seen = (
+        framework
+        or next(
+            (
+                r["init"]["framework"]
+                for r in ranks
+                if r.get("init") and r["init"].get("framework")
+            ),
+            None,
+        )
+        or next((f for r in ranks for f in r.get("horovod_imported") or []), None)
+    )
+    return "tf" if seen == "tensorflow" else "torch"
+
+
+def with_fix(check: Check, name: str, style: str) -> Check:
+    """``check`` with its practice's fix for ``style`` when it is a FAIL or WARN without one."""
+    if check.ok is True or check.fix:
+        return check
+    return replace(check, fix=FIXES[name][style])
 
 
 def _plural(count: int, noun: str) -> str:
@@ -104,51 +200,72 @@ def check_init(ranks: list[dict], framework: str | None = None) -> Check:
     return Check(True, f"hvd.init() ran on {n} of {n} ranks ({where})")
 
 
+def _covered(ranks: list[dict], k: int) -> int:
+    """Parameters set from rank 0 by a broadcast before step ``k + 1``, on the rank with the
+    fewest (old observations without ``covered``: 0)."""
+    return min(r["steps"][k].get("covered", 0) for r in ranks)
+
+
+def _object_note(ranks: list[dict]) -> str:
+    """What a script that broadcast only Python objects broadcast instead of the parameters."""
+    objects = max(r.get("object_broadcasts", 0) for r in ranks)
+    if not objects:
+        return ""
+    calls = "call" if objects == 1 else "calls"
+    return (
+        f"; its only broadcast before it was {objects} hvd.broadcast_object {calls} (a Python "
+        "object, such as the resume epoch: not the parameters)"
+    )
+
+
 def check_broadcast(ranks: list[dict]) -> Check:
-    """Parameters identical on every rank before the first step (or right after it, TF's
-    pattern), and at least one Horovod broadcast ran before that point."""
+    """Every rank started from rank 0's parameters: before the first step (or right after it,
+    TensorFlow's pattern) the parameters are identical on every rank AND each one holds a value
+    that came out of a Horovod broadcast (rank 0's). Identical parameters that no broadcast set
+    matched only because every rank used the same seed: a failure. A broadcast of anything
+    else (``hvd.broadcast_object`` of the resume epoch, a metric) does not count."""
     if (empty := _no_steps(ranks)) is not None:
         return empty
     first = [r["steps"][0].get("params") or [] for r in ranks]
     differ, total = _differing(first)
-    sent = ranks[0]["steps"][0]["broadcasts"]
+    covered = _covered(ranks, 0)
     final = _final_params_note(ranks)
+    n = len(ranks)
     if differ == 0:
-        if sent > 0:
+        if covered >= total:
             return Check(
                 True,
-                f"parameters identical on all {len(ranks)} ranks before the "
-                f"first step ({total} tensors); {sent} tensors were broadcast before "
-                f"it{final}",
+                f"parameters identical on all {n} ranks before the first step ({total} "
+                f"tensors), each set from rank 0 by a broadcast{final}",
             )
+        never = "none" if covered == 0 else f"{total - covered}"
         return Check(
             False,
-            f"parameters identical on all {len(ranks)} ranks before the first "
-            f"step ({total} tensors), but nothing was broadcast: they matched only "
-            "because every rank used the same seed; broadcast rank 0's parameters "
-            "(hvd.broadcast_parameters / hvd.broadcast_variables)",
+            f"parameters identical on all {n} ranks before the first step ({total} tensors), "
+            f"but {never} of the {total} came from a broadcast of rank 0's: they matched only "
+            f"because every rank used the same seed (another seed, or a checkpoint loaded on "
+            f"rank 0, and the ranks would train different models){_object_note(ranks)}",
         )
     start = f"parameters differ on {differ} of {total} tensors before the first step"
     if all(len(r["steps"]) > 1 for r in ranks):
         second = [r["steps"][1].get("params") or [] for r in ranks]
         differ2, _ = _differing(second)
-        sent2 = ranks[0]["steps"][1]["broadcasts"]
-        if differ2 == 0 and sent2 > 0:
+        covered2 = _covered(ranks, 1)
+        if differ2 == 0 and covered2 >= total:
             return Check(
                 True,
-                f"{start}, identical from step 2 on after {sent2} tensors were "
-                "broadcast (broadcast after the first step, TensorFlow's pattern)"
-                f"{final}",
+                f"{start}, identical from step 2 on, each set from rank 0 by a broadcast "
+                f"after the first step (TensorFlow's pattern){final}",
             )
         return Check(
             False,
-            f"{start} and on {differ2} of {total} before step 2; {sent2} "
-            "tensors were broadcast: the ranks trained different models",
+            f"{start} and on {differ2} of {total} before step 2; {covered2} of {total} were "
+            "set from rank 0 by a broadcast: the ranks trained different models",
         )
     return Check(
         False,
-        f"{start}; {sent} tensors were broadcast before it: the ranks started "
-        "from different models",
+        f"{start}; {covered} of {total} were set from rank 0 by a broadcast: the ranks "
+        "started from different models",
     )
 
 
@@ -162,15 +279,80 @@ def _final_params_note(ranks: list[dict]) -> str:
     return f"; after the last step they differ on {differ} of {total} tensors"
 
 
-def check_averaged(ranks: list[dict]) -> Check:
-    """The gradients each step applied were identical on every rank, and Horovod reduced."""
+def _epoch_batches(observed: dict) -> tuple[list[int], list[int], bool]:
+    """(batches, samples) of each epoch of one rank, and whether its last epoch is complete
+    (the rank ran to its end)."""
+    sizes = observed.get("batches") or []
+    if not sizes or sum(sizes) != len(observed.get("samples") or []):
+        return [], [], False
+    epochs, _ = split_epochs(observed)
+    batches, samples, start = [], [], 0
+    for epoch in epochs:
+        count, taken = 0, 0
+        while taken < len(epoch) and start < len(sizes):
+            taken += sizes[start]
+            start += 1
+            count += 1
+        batches.append(count)
+        samples.append(len(epoch))
+    return batches, samples, observed.get("status", "ok") == "ok"
+
+
+def unequal_steps(ranks: list[dict]) -> str | None:
+    """Why the ranks make different numbers of optimizer steps, or None when they do not.
+
+    Ranks that ran to the end and made different numbers of steps, or (in a run that crashed
+    or hung) an epoch with more training batches on one rank than the same, complete epoch
+    on another: each rank's own shard of a different size (``x[hvd.rank()::hvd.size()]`` of
+    1,001 samples). Horovod pairs collectives by name, so a rank's extra step is averaged with
+    another rank's next step, and the last one waits for a rank that has finished. Epochs are
+    those of :func:`split_epochs`; a rank whose complete epochs differ among themselves (an
+    unseeded shuffle of the whole data, cut at random) is not compared epoch by epoch.
+    """
+    counts = [max(len(r.get("steps") or []), r.get("steps_started", 0)) for r in ranks]
+    per_rank = [_epoch_batches(r) for r in ranks]
+    finished = [r.get("status", "ok") == "ok" for r in ranks]
+    uneven = all(finished) and len(set(counts)) > 1
+    regular = all(
+        len(set(batches[: len(batches) if done else len(batches) - 1])) <= 1
+        for batches, _, done in per_rank
+    )
+    if regular and not uneven:
+        for a, b in itertools.permutations(range(len(ranks)), 2):
+            batches_a, _, _ = per_rank[a]
+            batches_b, _, done_b = per_rank[b]
+            complete_b = len(batches_b) if done_b else len(batches_b) - 1
+            if any(batches_a[e] > batches_b[e] for e in range(min(complete_b, len(batches_a)))):
+                uneven = True
+                break
+    if not uneven:
+        return None
+    steps = ", ".join(f"rank {r['env_rank']} {c}" for r, c in zip(ranks, counts, strict=True))
+    text = f"the ranks made different numbers of optimizer steps ({steps})"
+    if regular and all(batches for batches, _, _ in per_rank):
+        epochs = "; ".join(
+            f"rank {r['env_rank']} {batches[0]} steps per epoch ({samples[0]:,} samples)"
+            for r, (batches, samples, _) in zip(ranks, per_rank, strict=True)
+        )
+        text += (
+            f": per epoch {epochs}, unequal shards; Horovod pairs collectives by name, so one "
+            "rank's extra step is averaged with another rank's next step, and at the end a "
+            "rank waits for ranks that have finished (a crash: 'Horovod has been shut down', "
+            "or a hang)"
+        )
+    return text
+
+
+def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
+    """The gradients each step applied were identical on every rank, and Horovod reduced; the
+    ranks made the same number of steps (:func:`unequal_steps`)."""
     if (empty := _no_steps(ranks)) is not None:
         return empty
+    unequal = unequal_steps(ranks)
+    if unequal is not None:
+        return Check(False, unequal, fix=EQUAL_STEPS_FIX[style])
     counts = [len(r["steps"]) for r in ranks]
-    if len(set(counts)) > 1:
-        detail = ", ".join(f"rank {r['env_rank']} {len(r['steps'])}" for r in ranks)
-        return Check(False, f"the ranks made different numbers of optimizer steps ({detail})")
-    steps = counts[0]
+    steps = min(counts)
     bad = []
     for k in range(steps):
         grads = [r["steps"][k]["grads"] for r in ranks]
@@ -576,13 +758,16 @@ def judge(
     base_note: str = "no np=1 run",
     framework: str | None = None,
 ) -> dict[str, Check]:
-    """Every practice's verdict, in :data:`CHECK_NAMES` order."""
+    """Every practice's verdict, in :data:`CHECK_NAMES` order; each FAIL and WARN carries its
+    fix in the script's own API (:data:`FIXES`, :func:`style_of`)."""
     ranks = sorted(ranks, key=lambda r: r["env_rank"])
-    return {
+    style = style_of(ranks, framework)
+    checks = {
         "init": check_init(ranks, framework),
         "broadcast": check_broadcast(ranks),
-        "averaged": check_averaged(ranks),
+        "averaged": check_averaged(ranks, style),
         "sharded": check_sharded(ranks),
         "rank0_checkpoint": check_rank0_checkpoint(ranks),
         "lr_scaled": check_lr_scaled(ranks, base, base_note),
     }
+    return {name: with_fix(check, name, style) for name, check in checks.items()}

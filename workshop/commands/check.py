@@ -7,8 +7,13 @@ judges by what happened, not by reading the source. It also runs the script once
 stopped at its first optimizer step, to see the base learning rate. Meant for short runs:
 pass the script arguments after ``--`` (``workshop check train.py -- --steps 20``).
 
-Exit code: 0 every practice holds (warnings allowed), 1 one is missing, 2 the script crashed
-or did not finish within --timeout.
+A collective that only some ranks submit (inside ``if hvd.rank() == 0:``, under different
+names, or after another rank finished) is named within --stall-timeout seconds: which one,
+which ranks, the likely cause and the fix. SIGINT, SIGTERM and SIGHUP stop every rank and still
+print the report, marked interrupted.
+
+Exit code: 0 every practice holds (warnings allowed), 1 one is missing, 2 the script crashed,
+stalled, did not finish within --timeout, or the check was interrupted.
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         help="stop the script after this long (default 300)",
     )
     parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="a collective some ranks submitted and others not for this long is a stall: "
+        "stop the ranks and say which (default 20)",
+    )
+    parser.add_argument(
         "--no-base-run",
         action="store_true",
         help="skip the np=1 run that shows the base learning rate",
@@ -54,7 +67,7 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="workshop check SCRIPT [-np N] [--framework torch|tensorflow] [--timeout S] "
-        "[--no-base-run] [--json] [-- ARGS...]",
+        "[--stall-timeout S] [--no-base-run] [--json] [-- ARGS...]",
     )
     _add_options(parser)
     # SCRIPT and everything after it, kept raw: more of the options above, then `--` and the
@@ -93,6 +106,7 @@ def main(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             base_run=not args.no_base_run,
             quiet=args.json,
+            stall_s=args.stall_timeout,
         )
     except (FileNotFoundError, ValueError, CheckError) as error:
         print(f"workshop check: {error}", file=sys.stderr)
