@@ -652,8 +652,27 @@ NOT_A_LEAK: dict[tuple[str, str], str] = {
 }
 
 
+# Known, and not this test's to wave through: notebook 09 (issue 31's) prints 09.5's median gain
+# in its gains table, its gain lines and its Summary (c44, c46, c48, c50) before 09.5 is
+# answered. Strict: once 09 reveals them after 09.5, this mark fails and must go.
+KNOWN_LEAKS = {
+    "09-diagnose-a-run": "09.5's gain is shown in c44/c46/c48/c50 before it is answered "
+    "(issue 31's notebook: those cells should go through exercises.reveal)",
+}
+
+
+def screen_params(paths) -> list:
+    """:func:`replay_params`, with a strict xfail for the notebooks of :data:`KNOWN_LEAKS`."""
+    params = []
+    for param in replay_params(paths):
+        reason = KNOWN_LEAKS.get(param.id)
+        marks = [*param.marks, pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        params.append(pytest.param(*param.values, id=param.id, marks=marks or param.marks))
+    return params
+
+
 @pytest.mark.notebook
-@pytest.mark.parametrize("path", replay_params(WITH_EXERCISES))
+@pytest.mark.parametrize("path", screen_params(WITH_EXERCISES))
 def test_nothing_on_screen_gives_an_answer_away(path, learner_run):
     # Run All with the defaults answers nothing, so no exercise's answer may be on screen: not
     # in any output, not in visible markdown (a cell collapsed like a solution may say it), and
