@@ -23,6 +23,7 @@ import pandas as pd
 
 from workshop.analysis.diagnose import (
     MEASURES,
+    SETTING_PROBLEMS,
     compare_with_reference,
     evidence,
     reference_from_evidence,
@@ -155,6 +156,13 @@ def diagnose(
         ``reference``.
     """
     table = compare_with_reference(evidence(record, metrics, steps, tl), reference)
+    settings = setting_notes(record)
+    if record.get("config"):  # a setting's number without the setting is a note (_notes)
+        unset = table["problem"].isin(SETTING_PROBLEMS) & ~table["problem"].isin(settings)
+        table["finding"] = table["finding"] & ~unset
+    straggler = table["finding"] & (table["problem"] == "straggler")
+    if straggler.any():  # what a slow rank explains is a note (_notes), not a second finding
+        table["finding"] = table["finding"] & ~table["problem"].isin(EXPLAINED_BY_STRAGGLER)
     findings, seen = [], set()
     crash = _crash_finding(record)
     if crash:
@@ -188,7 +196,7 @@ def diagnose(
                     "fix": FIXES[row["problem"]],
                 }
             )
-    notes = _notes(record, steps, tl, table, seen)
+    notes = _notes(record, steps, tl, table, seen, settings)
     return {
         "healthy": not findings,
         "findings": findings,
@@ -198,11 +206,42 @@ def diagnose(
     }
 
 
-def _notes(record, steps, tl, table, seen) -> list[str]:
-    """Settings without effect, and the evidence this run cannot give."""
+#: The numbers a straggler moves too: the other ranks' negotiations wait for it, and its busy
+#: core slows Horovod's background thread (measured: the straggler benchmark's runs with the
+#: cache off negotiate 2 ms and more, and cycle 2-7 ms apart at a 1 ms cycle time).
+EXPLAINED_BY_STRAGGLER = ("cache_off", "long_cycle_time")
+#: Where a setting's number points when the setting is not there.
+ELSEWHERE = {
+    "fusion_off": "the gradients become ready in different background cycles (a slow or "
+    "uneven backward pass), not because fusion is off",
+    "long_cycle_time": "the background thread is slowed down (busy cores: see the straggler's "
+    "number and the machine's load), not by the cycle time",
+    "cache_off": "the negotiations wait for a rank that is late (see the straggler's number), "
+    "not for the coordinator",
+}
+
+
+def _notes(record, steps, tl, table, seen, settings) -> list[str]:
+    """Settings without effect, settings' numbers without the setting, and the evidence this
+    run cannot give."""
     notes = []
     by_problem = {r["problem"]: r for r in table.to_dict("records")}
-    for problem, setting in setting_notes(record).items():
+    for row in table.to_dict("records"):
+        beyond = row["severity"] >= 1 and row["problem"] not in seen
+        if not beyond:
+            continue
+        if row["problem"] in EXPLAINED_BY_STRAGGLER and "straggler" in seen:
+            notes.append(
+                f"{_evidence_text(row)} ({_reference_text(row)}): the straggler explains it "
+                "(the other ranks wait for it, its busy core slows Horovod's background "
+                "thread); fix the straggler first."
+            )
+        elif row["problem"] in ELSEWHERE and row["problem"] not in settings:
+            notes.append(
+                f"{_evidence_text(row)} ({_reference_text(row)}), with Horovod's default "
+                f"setting: {ELSEWHERE[row['problem']]}."
+            )
+    for problem, setting in settings.items():
         if problem in seen:
             continue
         row = by_problem.get(problem)
@@ -215,7 +254,8 @@ def _notes(record, steps, tl, table, seen) -> list[str]:
     if steps is None or steps.empty:
         notes.append(
             "No per-rank step times (logs/rank.N.steps.csv: runs recorded before they "
-            "existed): the straggler, small-batch and input-pipeline numbers are missing."
+            "existed): the straggler, small-batch and input-pipeline numbers are missing, "
+            "and readiness ticks alone do not tell a straggler from a healthy run."
         )
     if tl is None:
         notes.append(
@@ -290,6 +330,8 @@ def diagnose_lines(result: dict) -> list[str]:
     for m in result["measured"]:
         ref = m["reference"]
         mark = "  <- finding" if m["finding"] else ""
+        if MEASURES[m["measure"]].supporting:
+            mark = "  (supporting only)"
         rank = f" (rank {m['rank']})" if m["rank"] is not None else ""
         lines.append(
             f"  {m['problem']:<15} {_num(m['value'])}{rank} against {_num(ref['min'])} / "
