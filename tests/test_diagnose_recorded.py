@@ -1,0 +1,141 @@
+"""``workshop diagnose`` on recorded runs: the straggler benchmark's runs (a busy process beside
+rank 0 or rank 1, and healthy runs pinned and unpinned, cache on and off) and the healthy
+reference that runs are compared with (data/diagnose/). The capstone's cases:
+tests/test_capstone.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workshop.analysis.diagnose import evidence, reference_from_evidence
+from workshop.findings.diagnose import diagnose, diagnose_run
+from workshop.paths import data_path
+from workshop.readers.runs import read_healthy_reference, read_run_files
+
+BENCHMARK = data_path("benchmarks", "straggler-signal")
+RESULT = json.loads((BENCHMARK / "result.json").read_text())
+RUNS = {run["name"]: run for run in RESULT["runs"]}
+HEALTHY = sorted(name for name, run in RUNS.items() if run["variant"].startswith("healthy"))
+STRAGGLERS = sorted(name for name, run in RUNS.items() if run["variant"].startswith("straggler"))
+
+
+@pytest.fixture(scope="module")
+def found():
+    """run name -> evidence numbers."""
+    out = {}
+    for name in RUNS:
+        files = read_run_files(BENCHMARK / "runs" / name)
+        out[name] = evidence(files.record, files.metrics, files.steps, files.timeline)
+    return out
+
+
+def test_the_benchmark_covers_both_ranks_both_cache_settings_and_five_rounds():
+    variants = {(run["variant"], run["cache"]) for run in RESULT["runs"]}
+    for variant in ("healthy-unpinned", "healthy-pinned", "straggler-rank0", "straggler-rank1"):
+        assert {(variant, True), (variant, False)} <= variants, variant
+    assert RESULT["repeats"] >= 5 and len(HEALTHY) >= 5 and RESULT["under_cpu_lock"]
+    assert RESULT["provenance"]["versions"]["horovod"] == "0.28.1"
+
+
+def test_the_reference_is_computed_from_the_runs_it_names(found):
+    # nothing typed in: the shipped reference is the spread of the recorded healthy runs'
+    # numbers, as the analysis computes them today
+    table, record = read_healthy_reference()
+    names = [run["name"] for run in record["runs"]]
+    assert names == [r["name"] for r in RESULT["runs"] if r["variant"].startswith("healthy")]
+    recomputed = reference_from_evidence({n: found[n] for n in names}).set_index("measure")
+    for row in table.itertuples():
+        for column in ("min", "median", "max"):
+            want = recomputed.loc[row.measure, column]
+            assert getattr(row, column) == pytest.approx(want, nan_ok=True), (row, column)
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_a_healthy_run_is_healthy_against_the_others(name, found):
+    # leave-one-out: the reference made of the other healthy runs, so the run is not judged
+    # against itself
+    others = {n: found[n] for n in HEALTHY if n != name}
+    reference = reference_from_evidence(others)
+    files = read_run_files(BENCHMARK / "runs" / name)
+    result = diagnose(files.record, files.metrics, files.steps, files.timeline, reference, "t")
+    assert result["healthy"], (name, result["findings"])
+
+
+@pytest.mark.parametrize("name", STRAGGLERS)
+def test_a_straggler_is_found_with_its_rank(name):
+    busy_rank = int(RUNS[name]["variant"][-1])
+    result = diagnose_run(BENCHMARK / "runs" / name)
+    top = result["findings"][0]
+    assert (top["problem"], top["rank"]) == ("straggler", busy_rank), result["findings"]
+    assert not result["healthy"]
+
+
+def test_stragglers_with_the_response_cache_on_are_found_too():
+    # with the cache on the timeline has no ticks during training: the step files still tell
+    cache_on = [n for n in STRAGGLERS if RUNS[n]["cache"]]
+    assert len(cache_on) >= 2
+    for name in cache_on:
+        files = read_run_files(BENCHMARK / "runs" / name)
+        assert files.timeline.ticks["ts_us"].nunique() < len(files.steps) / 2
+        assert diagnose_run(BENCHMARK / "runs" / name)["findings"][0]["problem"] == "straggler"
+
+
+def test_the_margin_separates_stragglers_from_healthy_runs(found):
+    # the benchmark's margin, recomputed: the smallest straggler compute ratio over the largest
+    # healthy one
+    def ratio(name):
+        return float(found[name].set_index("measure").loc["compute_ratio", "value"])
+
+    margin = min(map(ratio, STRAGGLERS)) / max(map(ratio, HEALTHY))
+    assert margin == pytest.approx(RESULT["margin"])
+    assert margin > 1
+
+
+def test_the_command_prints_the_verdict_first_and_json_with_the_documented_keys():
+    run = BENCHMARK / "runs" / STRAGGLERS[0]
+    text = subprocess.run(
+        [sys.executable, "-m", "workshop.cli", "diagnose", str(run)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    busy = RUNS[STRAGGLERS[0]]["variant"][-1]
+    assert text[0].startswith(f"most likely: a straggler, rank {busy}: rank {busy}'s compute")
+    raw = subprocess.run(
+        [sys.executable, "-m", "workshop.cli", "diagnose", str(run), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = json.loads(raw)
+    assert set(result) >= {"healthy", "findings"}
+    assert set(result["findings"][0]) >= {"problem", "value", "reference", "evidence", "fix"}
+    report = subprocess.run(
+        [sys.executable, "-m", "workshop.cli", "timeline", "report", str(run)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert report[0].startswith(text[0])  # the timeline report starts with the same verdict
+
+
+def test_a_baseline_replaces_the_shipped_reference():
+    healthy = BENCHMARK / "runs" / HEALTHY[0]
+    result = diagnose_run(BENCHMARK / "runs" / STRAGGLERS[0], baseline=healthy)
+    top = result["findings"][0]
+    assert top["problem"] == "straggler" and str(healthy) in top["reference"]["source"]
+    assert top["reference"]["min"] == top["reference"]["max"]  # one run: no spread
+
+
+def test_a_missing_run_directory_is_an_error_that_names_it(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "workshop.cli", "diagnose", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "nope" in done.stderr
