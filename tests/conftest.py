@@ -125,6 +125,7 @@ def _xdist_rank(item) -> int:
 # the controller, which collects nothing, groups by test id; the workers check that the ids
 # name exactly the tests whose fixtures need it.
 ALONE_TESTS = {
+    "test_a_busy_core_beside_rank_1_is_diagnosed_as_a_straggler",
     "test_an_endless_script_is_stopped_by_the_timeout",
     "test_ctrl_c_stops_every_rank_and_keeps_the_files",
     "test_term_and_hup_stop_every_rank_like_ctrl_c",

@@ -1,0 +1,42 @@
+"""``workshop diagnose`` on a run recorded here and now: a short real training with busy
+processes on rank 1's core (the recording harness, as the capstone and the straggler benchmark
+inject it) must be called a straggler, rank 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workshop.launch.harness import RUN_SHAPE, record_run
+
+pytestmark = pytest.mark.live
+
+#: The benchmark's job, shorter: 2 epochs of 15 steps, no timeline (the step files suffice).
+SHORT = [*RUN_SHAPE[: RUN_SHAPE.index("--epochs")], "--epochs", "2", "--steps-per-epoch", "15"]
+
+
+def test_a_busy_core_beside_rank_1_is_diagnosed_as_a_straggler(tmp_path, cpu_alone, horovod_ready):
+    # Three busy processes, each in a session of its own, share rank 1's core with it: it gets
+    # about a quarter of its core, so that it stays the slower rank even when other work (the
+    # other test worker) shares rank 0's core; the benchmark measures one busy process.
+    name = "straggler"
+    command = ["workshop", "run", *SHORT, "--quiet", "--no-timeline"]
+    command += ["--out", str(tmp_path), "--name", name]
+    record = record_run(command, tmp_path / name, rank_cores={0: 0, 1: 1}, hog_core=1, hogs=3)
+    assert record["straggler"]["rank_cores"] == {"0": 0, "1": 1}
+    steps = (tmp_path / name / "logs" / "rank.1.steps.csv").read_text().splitlines()
+    assert steps[0] == "step,data_s,compute_s,wait_s,step_s" and len(steps) == 1 + 2 * 15
+    found = subprocess.run(
+        [sys.executable, "-m", "workshop.cli", "diagnose", str(tmp_path / name), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(found.stdout)
+    assert not result["healthy"]
+    top = result["findings"][0]
+    assert (top["problem"], top["rank"]) == ("straggler", 1), result
+    assert top["value"] > top["reference"]["max"], top
