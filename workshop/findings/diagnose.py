@@ -224,12 +224,13 @@ ELSEWHERE = {
 def _notes(record, steps, tl, table, seen, settings) -> list[str]:
     """Settings without effect, settings' numbers without the setting, and the evidence this
     run cannot give."""
-    notes = []
+    notes, noted = [], set()
     by_problem = {r["problem"]: r for r in table.to_dict("records")}
     for row in table.to_dict("records"):
         beyond = row["severity"] >= 1 and row["problem"] not in seen
-        if not beyond:
+        if not beyond or MEASURES[row["measure"]].supporting:
             continue
+        noted.add(row["problem"])
         if row["problem"] in EXPLAINED_BY_STRAGGLER and "straggler" in seen:
             notes.append(
                 f"{_evidence_text(row)} ({_reference_text(row)}): the straggler explains it "
@@ -242,7 +243,7 @@ def _notes(record, steps, tl, table, seen, settings) -> list[str]:
                 f"setting: {ELSEWHERE[row['problem']]}."
             )
     for problem, setting in settings.items():
-        if problem in seen:
+        if problem in seen or problem in noted:
             continue
         row = by_problem.get(problem)
         shown = (

@@ -26,36 +26,35 @@ In the notebook::
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import math
 import numbers
 import os
 import shutil
-import subprocess
 import sys
-import threading
-import time
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from workshop.launch.harness import (
+    LOCK_FILE,
+    RUN_SHAPE,
+    record_run,
+    stop_on_sigterm,
+    under_cpu_lock,
+)
 from workshop.paths import data_dir, data_path
 
 FOLDER = "capstone"
-LOCK_FILE = "/tmp/workshop-cpu.lock"
 REPEATS = 5
-#: What every run of every case shares: 2 ranks, PyTorch, MNIST's offline subset, 3 short
-#: epochs, Gloo. The response cache is off in every run (broken and fixed alike) so that the
-#: timeline has every rank's readiness tick at every step, not only at the first one.
-COMMON = (
-    "-np", "2", "--framework", "torch", "--data", "subset", "--controller", "gloo",
-    "--epochs", "3", "--steps-per-epoch", "40", "--cache-capacity", "0", "--quiet",
-)  # fmt: skip
+#: What every run of every case shares: the harness's job (2 ranks, PyTorch, MNIST's offline
+#: subset, 3 short epochs, Gloo). The response cache is off in every run (broken and fixed
+#: alike) so that the timeline has every rank's readiness tick at every step, not only at the
+#: first one.
+COMMON = (*RUN_SHAPE, "--cache-capacity", "0")
 #: The diagnosis runs also mark the background cycles in their timeline.
 TIMELINE = ("--mark-cycles",)
 #: Where the straggler case puts its ranks and the competing busy process.
@@ -63,6 +62,13 @@ TIMELINE = ("--mark-cycles",)
 #: took no more than the same half of the core (3 gave the same 2x slower steps).
 RANK_CORES = {0: 0, 1: 1}
 HOG_CORE = 1
+#: A run during which other work on this shared machine took more CPU seconds than this is
+#: recorded again (``workshop.launch.harness.record_run``; 5 attempts at most). The straggler
+#: case is stricter (8 attempts): the scheduler moves other work off the busy core onto the
+#: other rank's, which hides the straggler (its first re-recording kept a diagnosis run with
+#: 1.2 CPU-s of other work: compute ratio 1.28, against 1.39-1.75 in its quieter repeats).
+MAX_FOREIGN_CPU_S = 1.5
+STRAGGLER_MAX_FOREIGN_CPU_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,8 @@ class Problem:
 PROBLEMS: dict[str, Problem] = {
     "a": Problem(
         "the input pipeline is slow: the steps wait for data",
-        "the share of each step with no Horovod activity at all",
+        "the share of a step spent taking the batch (median, the slowest rank; "
+        "logs/rank.N.steps.csv)",
         "d",
     ),
     "b": Problem(
@@ -89,8 +96,8 @@ PROBLEMS: dict[str, Problem] = {
     ),
     "c": Problem(
         "one rank is slower than the other (a straggler) and the other waits for it",
-        "the mean lateness of the latest rank behind the first one ready, over the "
-        "gradients' negotiations, in ms",
+        "the slowest rank's compute per step divided by the other rank's (lower quartiles "
+        "over the steps; logs/rank.N.steps.csv)",
         "f",
     ),
     "d": Problem(
@@ -158,17 +165,6 @@ CASES: dict[str, CaseSpec] = {
 # Recording
 
 
-def _under_cpu_lock() -> bool:
-    """True when another process holds the machine-wide CPU lock (our ``flock`` parent)."""
-    with open(LOCK_FILE, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
-
-
 def run_command(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, timeline: bool):
     """The ``workshop run`` command line of one run of a case."""
     options = spec.broken if variant == "broken" else spec.fixed
@@ -177,98 +173,20 @@ def run_command(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, t
     return command + ["--out", str(out), "--name", name]
 
 
-def _rank_pids(run_dir: Path) -> dict[int, int]:
-    """rank -> pid of the training processes that write into ``run_dir`` (from /proc)."""
-    found = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = [a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0")]
-            if "workshop.train.torch_train" not in argv or "--run-dir" not in argv:
-                continue
-            where = Path(os.readlink(proc / "cwd")) / argv[argv.index("--run-dir") + 1]
-            env = (proc / "environ").read_bytes().split(b"\0")
-        except (OSError, IndexError):
-            continue
-        ranks = [e.split(b"=", 1)[1] for e in env if e.startswith(b"HOROVOD_RANK=")]
-        if where.resolve() == run_dir.resolve() and ranks and ranks[0].isdigit():
-            found[int(ranks[0])] = int(proc.name)
-    return found
-
-
-def _bind(pid: int, core: int) -> None:
-    """Bind every thread of ``pid`` to ``core`` (threads started later inherit it)."""
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            os.sched_setaffinity(int(task.name), {core})
-        except (OSError, ValueError):
-            pass
-
-
-@contextmanager
-def _straggler(run_dir: Path, hog: bool):
-    """While the block runs: bind each rank of the run in ``run_dir`` to its core of
-    :data:`RANK_CORES` (as ``mpirun --bind-to core`` would) and, if ``hog``, keep a busy
-    process on :data:`HOG_CORE`. Yields a dict that ends up holding what was done."""
-    done = {"rank_cores": {}, "hog_core": HOG_CORE if hog else None}
-    stop = threading.Event()
-
-    def binder() -> None:
-        while not stop.is_set():
-            for rank, pid in _rank_pids(run_dir).items():
-                _bind(pid, RANK_CORES[rank])
-                done["rank_cores"][str(rank)] = RANK_CORES[rank]
-            stop.wait(0.1)
-
-    busy = None
-    if hog:
-        code = f"import os\nos.sched_setaffinity(0, {{{HOG_CORE}}})\nwhile True:\n    pass\n"
-        busy = subprocess.Popen([sys.executable, "-c", code])
-    thread = threading.Thread(target=binder, daemon=True)
-    thread.start()
-    try:
-        yield done
-    finally:
-        stop.set()
-        thread.join()
-        if busy is not None:
-            busy.terminate()
-            busy.wait()
-
-
 def _record_run(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, timeline: bool):
+    """One run through the recording harness (``workshop.launch.harness``): for the straggler
+    case the ranks bound to :data:`RANK_CORES` and, in broken runs, the busy process."""
     command = run_command(spec, variant, out, name, seed, timeline)
-    load_before = list(os.getloadavg())
-    started = time.time()
-    guard = _straggler(out / name, variant == "broken") if spec.straggler else nullcontext({})
-    with guard as injected:
-        finished = subprocess.run(
-            [sys.executable, "-m", "workshop.cli", *command[1:]],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-        )
-    if finished.returncode:
-        raise RuntimeError(
-            f"{' '.join(command)} exited with {finished.returncode}:\n{finished.stdout}"
-        )
-    seconds = round(time.time() - started, 2)
-    print(f"{out / name}: {seconds:.1f} s", flush=True)
-    record = {
-        "name": name,
-        "variant": variant,
-        "seed": seed,
-        "timeline": timeline,
-        "command": command,
-        "seconds": seconds,
-        "loadavg_before": load_before,
-        "loadavg_after": list(os.getloadavg()),
-    }
+    straggler = {}
     if spec.straggler:
-        record["straggler"] = injected
-    return record
+        hog = HOG_CORE if variant == "broken" else None
+        straggler = {"rank_cores": RANK_CORES, "hog_core": hog}
+    limit = STRAGGLER_MAX_FOREIGN_CPU_S if spec.straggler else MAX_FOREIGN_CPU_S
+    attempts = 8 if spec.straggler else 5
+    record = record_run(
+        command, out / name, quiet=True, max_foreign_cpu_s=limit, attempts=attempts, **straggler
+    )
+    return {"name": name, "variant": variant, "seed": seed, "timeline": timeline, **record}
 
 
 def plan(repeats: int) -> list[tuple[str, str, int, bool]]:
@@ -324,7 +242,7 @@ def record_case(case: str, root: Path, *, repeats: int = REPEATS, replace: bool 
         "case": case,
         "injected": injected,
         "recorded_at": recorded_at,
-        "under_cpu_lock": _under_cpu_lock(),
+        "under_cpu_lock": under_cpu_lock(),
         "runs": runs,
         "recorder": f"flock {LOCK_FILE} python -m workshop.lessons.capstone {case}",
         **provenance(),
@@ -367,14 +285,61 @@ def _readme(case: str, payload: dict) -> str:
 
 
 def menu() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The diagnoses (with the evidence number each one asks for) and the fixes on offer, as
-    two tables indexed by letter."""
+    """The diagnoses (with the evidence number each one asks for, and its range over the
+    healthy reference runs) and the fixes on offer, as two tables indexed by letter. Show
+    them whole: ``with pd.option_context("display.max_colwidth", None): ...``."""
+    healthy = healthy_reference()
+
+    def healthy_range(letter: str) -> str:
+        if letter not in healthy.index or pd.isna(healthy.loc[letter, "max"]):
+            return "(not measured)"
+        row = healthy.loc[letter]
+        return f"{row['min']:.3g} / {row['median']:.3g} / {row['max']:.3g}"
+
     problems = pd.DataFrame(
-        [(k, p.title, p.evidence) for k, p in PROBLEMS.items()],
-        columns=["problem", "diagnosis", "evidence number to report"],
+        [(k, p.title, p.evidence, healthy_range(k)) for k, p in PROBLEMS.items()],
+        columns=[
+            "problem",
+            "diagnosis",
+            "evidence number to report",
+            "healthy runs: min / median / max",
+        ],
     ).set_index("problem")
     fixes = pd.DataFrame(list(FIXES.items()), columns=["fix", "what to change"])
     return problems, fixes.set_index("fix")
+
+
+#: Per case, a hint for each part of the diagnosis that is not right yet (never the value).
+HINTS: dict[str, dict[str, str]] = {
+    "case-1": {
+        "problem": "Nothing in run.json is unusual. Compare the ranks with each other: "
+        "logs/rank.N.steps.csv has each rank's own compute per step, without the waiting.",
+        "evidence": "Per rank, the median of compute_s over the steps (readers.read_step_times); "
+        "then the slower rank's median divided by the other's.",
+        "fix": "The code and the settings are the same on both ranks: what else on the "
+        "machine could slow one rank's compute down?",
+    },
+    "case-2": {
+        "problem": "The speed is fine: look at what the run learned (test accuracy) and at "
+        "the learning rate it used against its global batch (the batch-size lesson).",
+        "evidence": "The lr column of metrics.jsonl (last epoch) divided by the LR that the "
+        "linear rule gives: run.json's lr x global batch / base_batch_size.",
+        "fix": "Which rule makes the LR grow with the global batch?",
+    },
+    "case-3": {
+        "problem": "Count the allreduce responses of one training step against the model's "
+        "gradient tensors (the tuning lesson: fusion).",
+        "evidence": "Responses that carry a gradient (analysis.fusion_groups), divided by the "
+        "steps (analysis.step_starts).",
+        "fix": "Which Horovod setting decides how many tensors go into one response?",
+    },
+    "case-4": {
+        "problem": "How often does Horovod's background thread look for ready tensors here? "
+        "tl.cycles has one row per cycle start.",
+        "evidence": "The median of the differences between consecutive cycle starts, in ms.",
+        "fix": "Which Horovod setting sets the time between cycles, and what is its default?",
+    },
+}
 
 
 @dataclass
@@ -418,67 +383,45 @@ def load(case: str, root: Path | str | None = None) -> Case:
     return Case(case, folder, record)
 
 
-def responses_per_step(run_dir: Path | str) -> float:
-    """Gradient allreduce responses per training step: responses (fusion groups) that carry
-    a gradient, divided by the training steps (``analysis.step_starts``)."""
-    from workshop import analysis, readers
-
-    tl = readers.read_timeline(run_dir)
-    grads = set(analysis.gradient_tensors(tl.spans))
-    groups = analysis.fusion_groups(tl.spans)
-    carries = groups["names"].map(lambda names: bool(grads & set(names.split(";"))))
-    return float(carries.sum() / len(analysis.step_starts(tl.spans)))
-
-
-def gradient_ticks(run_dir: Path | str) -> pd.DataFrame:
-    """The readiness ticks (``Timeline.ticks``) of the gradients' negotiations: start-up's
-    broadcasts and the metrics' allreduces left out."""
-    from workshop import analysis, readers
-
-    tl = readers.read_timeline(run_dir)
-    return tl.ticks[tl.ticks["tensor"].astype(str).isin(analysis.gradient_tensors(tl.spans))]
-
-
-def straggler_lateness_ms(run_dir: Path | str) -> float:
-    """The mean lateness of the latest rank over the gradients' negotiations, in ms: behind
-    the first rank ready, 0 where it was first (``analysis.stragglers`` on
-    :func:`gradient_ticks`)."""
-    from workshop import analysis
-
-    return float(analysis.stragglers(gradient_ticks(run_dir))["mean_lateness_us"].max() / 1e3)
-
-
-def cycle_interval_ms(run_dir: Path | str) -> float:
-    """The median time between the starts of consecutive background cycles, in ms (the
-    timeline's ``CYCLE_START`` marks, ``--mark-cycles``)."""
-    from workshop import readers
-
-    cycles = readers.read_timeline(run_dir).cycles
-    if len(cycles) < 2:
-        raise ValueError(f"{run_dir}: the timeline has no cycle marks (record with --mark-cycles)")
-    return float(np.median(np.diff(cycles["start_us"].to_numpy())) / 1e3)
-
-
-def lr_ratio(run_dir: Path | str) -> float:
-    """The learning rate the run used (its last epoch, metrics.jsonl) divided by the one the
-    linear scaling rule gives for its global batch (run.json's configuration)."""
-    from workshop.readers.runs import read_metrics, read_run
-    from workshop.rules import scaled_lr
-
-    config = read_run(run_dir)["config"]
-    passes = config.get("backward_passes_per_step") or 1
-    base = config["base_batch_size"] or config["batch_size"] * passes
-    linear = scaled_lr(config["lr"], config["batch_size"] * passes * config["np"], base, "linear")
-    return float(read_metrics(run_dir)["lr"].iloc[-1] / linear)
-
-
-#: The evidence number of each problem that has a case, from a run directory.
-EVIDENCE = {
-    "b": responses_per_step,
-    "c": straggler_lateness_ms,
-    "d": cycle_interval_ms,
-    "e": lr_ratio,
+#: The evidence number of each problem with a measure, by letter: the measure of
+#: ``workshop diagnose`` (``workshop.analysis.diagnose.MEASURES``) that gives it away.
+MEASURE_OF = {
+    "a": "data_share",
+    "b": "responses_per_step",
+    "c": "compute_ratio",
+    "d": "cycle_interval_ms",
+    "e": "lr_ratio",
 }
+#: The problems that have a case (their keys need the number on the broken run).
+EVIDENCE = ("b", "c", "d", "e")
+
+
+@cache
+def _evidence(run_dir: str) -> pd.DataFrame:
+    from workshop.analysis.diagnose import evidence
+    from workshop.readers.runs import read_run_files
+
+    files = read_run_files(run_dir)
+    return evidence(files.record, files.metrics, files.steps, files.timeline).set_index("measure")
+
+
+def evidence_number(letter: str, run_dir: Path | str) -> float:
+    """The evidence number of problem ``letter`` (:data:`MEASURE_OF`) on one run, computed by
+    the same analysis as ``workshop diagnose`` (NaN where the run lacks its input)."""
+    return float(_evidence(str(Path(run_dir).resolve())).loc[MEASURE_OF[letter], "value"])
+
+
+def healthy_reference() -> pd.DataFrame:
+    """The healthy range of each menu problem's evidence number (``workshop diagnose``'s
+    shipped reference): one row per letter of :data:`MEASURE_OF`, ``min``, ``median``,
+    ``max``, ``runs``."""
+    from workshop.readers.runs import read_healthy_reference
+
+    table = read_healthy_reference()[0].set_index("measure")
+    rows = {
+        letter: table.loc[m, ["min", "median", "max", "runs"]] for letter, m in MEASURE_OF.items()
+    }
+    return pd.DataFrame(rows).T.rename_axis("problem")
 
 
 @dataclass(frozen=True)
@@ -489,6 +432,7 @@ class AnswerKey:
     evidence: float
     fix: str
     rel_tol: float = 0.15
+    hints: tuple[tuple[str, str], ...] = ()  # (part, hint) for parts() to print
 
     @property
     def expected(self) -> tuple[str, float, str]:
@@ -502,24 +446,39 @@ def answer_key(case: Case) -> AnswerKey:
     """The right diagnosis of ``case``, computed from its files: the problem injected
     (provenance.json), its evidence number measured on the broken run, and its fix."""
     problem = case.provenance["injected"]["problem"]
-    return AnswerKey(problem, EVIDENCE[problem](case.broken), PROBLEMS[problem].fix)
+    hints = tuple(HINTS.get(case.name, {}).items())
+    return AnswerKey(
+        problem, evidence_number(problem, case.broken), PROBLEMS[problem].fix, hints=hints
+    )
+
+
+def diagnosis(run_dir: Path | str) -> str:
+    """What ``workshop diagnose RUN_DIR`` prints about a run (its verdict, the evidence beside
+    the healthy reference, the fix)."""
+    from workshop.findings.diagnose import diagnose_text
+
+    return diagnose_text(run_dir)
 
 
 def evidence_table(case: Case) -> pd.DataFrame:
-    """Every evidence number of :data:`EVIDENCE` on the broken and the fixed run of ``case``.
+    """Every evidence number of :data:`MEASURE_OF` on the broken and the fixed run of
+    ``case``, beside the healthy range.
 
     Returns:
         One row per problem letter: ``problem``, ``evidence`` (what is measured),
-        ``broken``, ``fixed`` (the number on each run).
+        ``broken``, ``fixed`` (the number on each run), ``healthy min``, ``healthy max``.
     """
+    healthy = healthy_reference()
     rows = [
         {
             "problem": letter,
             "evidence": PROBLEMS[letter].evidence,
-            "broken": measure(case.broken),
-            "fixed": measure(case.fixed),
+            "broken": evidence_number(letter, case.broken),
+            "fixed": evidence_number(letter, case.fixed),
+            "healthy min": healthy.loc[letter, "min"],
+            "healthy max": healthy.loc[letter, "max"],
         }
-        for letter, measure in EVIDENCE.items()
+        for letter in MEASURE_OF
     ]
     return pd.DataFrame(rows)
 
@@ -536,7 +495,8 @@ def _same(given, wanted, rel_tol: float) -> bool:
 
 def parts(answer, key: AnswerKey) -> dict[str, bool] | None:
     """Print which parts of a diagnosis ``(problem, evidence, fix)`` are right, never the
-    right values; None (and nothing printed) while the answer is None.
+    right values, and for each part not right yet the case's hint for it (:data:`HINTS`);
+    None (and nothing printed) while the answer is None.
 
     Raises:
         TypeError: the answer is not a (problem letter, number, fix letter) tuple.
@@ -554,6 +514,9 @@ def parts(answer, key: AnswerKey) -> dict[str, bool] | None:
         for name, given, wanted in zip(names, answer, key.expected, strict=True)
     }
     print(" · ".join(f"{name}: {'right' if ok else 'not yet'}" for name, ok in verdicts.items()))
+    for part, hint in key.hints:
+        if not verdicts.get(part, True):
+            print(f"  hint ({part}): {hint}")
     return verdicts
 
 
@@ -661,7 +624,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; there are {', '.join(CASES)}")
-    if not _under_cpu_lock():
+    stop_on_sigterm()
+    if not under_cpu_lock():
         print(f"warning: not under flock {LOCK_FILE}; timings may be disturbed", flush=True)
     for case in args.cases or list(CASES):
         record_case(case, args.out, repeats=args.repeats, replace=args.replace)
