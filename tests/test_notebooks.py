@@ -652,13 +652,9 @@ NOT_A_LEAK: dict[tuple[str, str], str] = {
 }
 
 
-# Known, and not this test's to wave through: notebook 09 (issue 31's) prints 09.5's median gain
-# in its gains table, its gain lines and its Summary (c44, c46, c48, c50) before 09.5 is
-# answered. Strict: once 09 reveals them after 09.5, this mark fails and must go.
-KNOWN_LEAKS = {
-    "09-diagnose-a-run": "09.5's gain is shown in c44/c46/c48/c50 before it is answered "
-    "(issue 31's notebook: those cells should go through exercises.reveal)",
-}
+# Known, and not this test's to wave through (a strict xfail per notebook, with the reason).
+# Notebook 09's gains, evidence numbers and Summary now go through exercises.reveal.
+KNOWN_LEAKS: dict[str, str] = {}
 
 
 def screen_params(paths) -> list:

@@ -294,7 +294,7 @@ def menu() -> tuple[pd.DataFrame, pd.DataFrame]:
         if letter not in healthy.index or pd.isna(healthy.loc[letter, "max"]):
             return "(not measured)"
         row = healthy.loc[letter]
-        return f"{row['min']:.3g} / {row['median']:.3g} / {row['max']:.3g}"
+        return f"{row['min']:#.3g} / {row['median']:#.3g} / {row['max']:#.3g}"  # 1.80, not 1.8
 
     problems = pd.DataFrame(
         [(k, p.title, p.evidence, healthy_range(k)) for k, p in PROBLEMS.items()],
