@@ -7,10 +7,12 @@ judges by what happened, not by reading the source. It also runs the script once
 stopped at its first optimizer step, to see the base learning rate. Meant for short runs:
 pass the script arguments after ``--`` (``workshop check train.py -- --steps 20``).
 
-A collective that only some ranks submit (inside ``if hvd.rank() == 0:``, under different
-names, or after another rank finished) is named within --stall-timeout seconds: which one,
-which ranks, the likely cause and the fix. SIGINT, SIGTERM and SIGHUP stop every rank and still
-print the report, marked interrupted.
+A collective that only some ranks submit (inside ``if hvd.rank() == 0:``, or under different
+names on different ranks) is named within --stall-timeout seconds: which one, which ranks, from
+which line, the likely cause and the fix; ranks that make different numbers of steps (one that
+finishes while another still submits ends in "Horovod has been shut down") are named with
+their counts. SIGINT, SIGTERM and SIGHUP stop every rank and still print the report, marked
+interrupted.
 
 Exit code: 0 every practice holds (warnings allowed), 1 one is missing, 2 the script crashed,
 stalled, did not finish within --timeout, or the check was interrupted.
