@@ -806,3 +806,19 @@ def test_a_signal_stops_every_rank_and_still_prints_the_report(
         assert f"interrupted by {signame} after " in stdout
         assert "exit code 2: the check was interrupted: " in stdout
     assert leftovers(str(script)) == []
+
+
+@pytest.mark.live
+def test_a_stall_in_a_tensorflow_graph_is_named_with_both_ranks(tmp_path, cpu_lock, horovod_ready):
+    # Rank 1's gradient allreduces run inside tf.function: they are in flight from the moment
+    # their inputs are ready until their outputs are (a tf.size of the output would be a
+    # constant, ready before the allreduce: the near miss that showed rank 1 waiting for
+    # nothing). A 10 s stall timeout keeps the test short; the default is measured in
+    # benchmarks/check_stall.py.
+    report = run_check("tf_rank0_metric_allreduce.py", tmp_path, base_run=False, stall_s=10)
+    assert report.exit_code == 2 and report.stalled, report.text()
+    assert "rank 0 waits in allreduce 'mean_loss'" in report.error
+    assert "never submitted by rank 1" in report.error
+    assert "rank 1 waits in allreduce 'HorovodAllreduce_" in report.error
+    assert "never submitted by rank 0" in report.error
+    assert leftovers("tf_rank0_metric_allreduce.py") == []

@@ -18,7 +18,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.05 * hvd.size())
 optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 loss_fn = torch.nn.CrossEntropyLoss()
-for epoch in range(2):
+for _epoch in range(2):
     for start in range(0, len(x), 25):
         optimizer.zero_grad()
         loss_fn(model(x[start : start + 25]), y[start : start + 25]).backward()

@@ -40,6 +40,12 @@ def _leave(name: str) -> None:
     setattr(_local, name, max(0, _depth(name) - 1))
 
 
+def _first_value(tf, tensor):
+    """At most one element of ``tensor``: a cheap input that still waits for the op that makes
+    it (``tf.size`` of a tensor whose shape is known is a constant, ready at once)."""
+    return tf.reshape(tensor, [-1])[:1]
+
+
 def _run_or_add(tf, callback, tensors: list) -> None:
     """Call ``callback(*numpy values)`` now (eager) or each time the graph runs (tf.function)."""
     import numpy as np
@@ -249,7 +255,7 @@ def install_horovod_tf_ops(recorder: Recorder, mpi_ops) -> None:
                 return np.int64(0)
 
             # Depends on the op's output, so it counts after the collective has run.
-            done = [tf.size(t) for t in tf.nest.flatten(result) if tf.is_tensor(t)][:1]
+            done = [_first_value(tf, t) for t in tf.nest.flatten(result) if tf.is_tensor(t)][:1]
             tf.numpy_function(count_when_done, done, tf.int64, stateful=True)
             return result
 
@@ -348,7 +354,7 @@ def _track_in_flight(recorder: Recorder, tf, library, function: str, op: str) ->
             recorder.completed(key)
             return np.int64(0)
 
-        marker = tf.numpy_function(submitted, flat[:1], tf.int64, stateful=True)
+        marker = tf.numpy_function(submitted, [_first_value(tf, flat[0])], tf.int64, stateful=True)
         with tf.control_dependencies([marker]):
             held = tf.nest.map_structure(
                 lambda t: tf.identity(t) if tf.is_tensor(t) else t, inputs
@@ -356,7 +362,7 @@ def _track_in_flight(recorder: Recorder, tf, library, function: str, op: str) ->
         result = original(held, *args[1:], **kwargs)
         done = [t for t in tf.nest.flatten(result) if tf.is_tensor(t)][:1]
         if done:
-            tf.numpy_function(completed, [tf.size(done[0])], tf.int64, stateful=True)
+            tf.numpy_function(completed, [_first_value(tf, done[0])], tf.int64, stateful=True)
         return result
 
     setattr(library, function, wrapper)

@@ -20,9 +20,9 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
   object, e.g. the resume epoch: not the parameters);
 - ``optimizer_state_broadcast``: ``hvd.broadcast_optimizer_state`` was called;
 - ``apis``: how the script trains, where it tells (``keras_fit``: tf-keras ``Model.fit``);
-- ``pending``: the Horovod collectives submitted and not completed when the rank ended (PyTorch
-  only), each ``{"op", "name", "where", "age_s"}``: ``where`` is the line of the script that
-  submitted it (``path:line: code``);
+- ``pending``: the Horovod collectives submitted and not completed when the rank ended, each
+  ``{"op", "name", "where", "age_s"}``: ``where`` is the line of the script that submitted it
+  (``path:line: code``);
 - ``final_params``: ``[hash, norm]`` of each parameter at the end (after the last step);
 - ``samples``: one hash per training sample fed to the model (rows of the model's input);
 - ``batches``: the number of samples of each training batch, in order (they add up to
@@ -121,7 +121,7 @@ class Recorder:
         self.object_broadcasts = 0
         self.optimizer_state_broadcast = False
         self.apis: list[str] = []
-        # Collectives submitted and not yet completed: handle -> {"op", "name", "where", "at"}.
+        # Collectives submitted and not yet completed: key -> {"op", "name", "where", "at"}.
         self.in_flight: dict = {}
         self.collectives_done = 0
         # The learner's script (its frames name the line that submitted a collective).
