@@ -49,7 +49,9 @@ def test_independent_shuffles_warn_at_the_chance_level():
         "independent random draws from the 1,000 samples of the data set share about 160 (40%)"
         in result.evidence
     )
-    assert "an 'epoch' is then np passes over the data" in result.evidence
+    # No shard: 2 passes a job epoch; .shard() after an unseeded shuffle: 1 - (1/2)^2 = 75 %.
+    assert "an 'epoch' of the job is 2 passes over it" in result.evidence
+    assert "the ranks together see about 75% of the data" in result.evidence
 
 
 def test_independent_shuffles_without_a_data_size_still_warn():

@@ -557,11 +557,17 @@ def _overlap_against_chance(ranks: list[dict]) -> Check:
         f"over the whole run rank {ranks[i]['env_rank']} and rank {ranks[j]['env_rank']} drew "
         f"{a} and {b} distinct samples, {common} in common ({share:.0%}), in different orders"
     )
+    n = len(ranks)
+    # .shard() after an unseeded shuffle: each rank keeps an independent 1/n of the data, so a
+    # sample is in no rank's share with probability (1 - 1/n)^n.
     advice = (
-        "each rank shuffles the whole data set on its own (no shard, or .shard() after an "
-        "unseeded shuffle): fine for SGD, but an 'epoch' is then np passes over the data; "
-        "shard before shuffling (DistributedSampler, dataset.shard(hvd.size(), hvd.rank()) "
-        "first) for exact epochs"
+        "each rank draws in an order of its own: with no shard, every rank goes over the whole "
+        f"data set, so an 'epoch' of the job is {n} passes over it; with .shard() after an "
+        f"unseeded shuffle, each rank takes every {n}th sample of its own order, so in one "
+        f"epoch the ranks together see about {1 - (1 - 1 / n) ** n:.0%} of the data, some "
+        "samples twice and others not at all; fine for SGD either way: shard before "
+        "shuffling (DistributedSampler, dataset.shard(hvd.size(), hvd.rank()) first) for "
+        "exact epochs"
     )
     if size is None:
         return Check(
