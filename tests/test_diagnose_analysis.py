@@ -85,7 +85,7 @@ REFERENCE = pd.DataFrame(
     [
         {"measure": "compute_ratio", "min": 1.0, "median": 1.05, "max": 1.1, "runs": 5},
         {"measure": "lr_ratio", "min": 1.0, "median": 1.0, "max": 1.0, "runs": 5},
-        {"measure": "negotiate_ms", "min": 0.5, "median": 0.8, "max": 1.0, "runs": 5},
+        {"measure": "negotiate_share", "min": 0.01, "median": 0.05, "max": 0.1, "runs": 5},
     ]
 )
 
@@ -176,15 +176,15 @@ def test_read_step_times_keeps_a_cut_last_line_and_rejects_a_bad_one(tmp_path):
 
 def test_a_setting_number_is_a_finding_only_with_the_setting():
     # the recorded cache-off timeline: its gradients' negotiations against a reference whose
-    # healthy runs negotiated in at most 0.01 ms (threshold max(0.015, 0.21) = 0.21 ms)
+    # healthy runs negotiated at most 0.2 % of a step (threshold max(0.006, 0.002 + 0.05))
     from workshop.paths import data_path
     from workshop.readers.timeline import read_timeline
 
     tl = read_timeline(data_path("timelines", "tl-torch-gloo-np2-nocache"))
-    value = d.negotiate_ms(tl)
-    assert value > 0.21
+    value = d.negotiate_share(tl)
+    assert value > 0.052
     reference = pd.DataFrame(
-        [{"measure": "negotiate_ms", "min": 0.005, "median": 0.007, "max": 0.01, "runs": 3}]
+        [{"measure": "negotiate_share", "min": 0.001, "median": 0.001, "max": 0.002, "runs": 3}]
     )
     empty, metrics = pd.DataFrame(columns=list(d.STEP_COLUMNS)), pd.DataFrame({"lr": []})
     off = diagnose(run_record(cache_capacity=0), metrics, empty, tl, reference, "t")

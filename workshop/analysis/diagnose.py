@@ -17,7 +17,7 @@ The problems, with the number that gives each away (ids as in ``workshop diagnos
 ``lr_not_scaled``         ``lr_ratio``: the LR used / the one the linear rule gives.
 ``fusion_off``            ``responses_per_step``: gradient allreduce responses per step.
 ``long_cycle_time``       ``cycle_interval_ms``: median time between background cycle starts.
-``cache_off``             ``negotiate_ms``: median negotiation of a gradient, in ms.
+``cache_off``             ``negotiate_share``: median negotiation of a gradient / median step.
 ``small_batch``           ``comm_share``: the share of a step the least-waiting rank spends
                           waiting for the allreduces (communication-bound steps).
 ``input_pipeline``        ``data_share``: the share of a step spent taking the batch.
@@ -58,7 +58,7 @@ __all__ = [
     "data_share",
     "evidence",
     "lr_ratio",
-    "negotiate_ms",
+    "negotiate_share",
     "reference_from_evidence",
     "responses_per_step",
     "setting_notes",
@@ -127,10 +127,13 @@ MEASURES: dict[str, Measure] = {
         "long_cycle_time", "median time between background cycle starts, ms", factor=2.0
     ),
     # how long a negotiation lasts is mostly how far apart the ranks hand a gradient over,
-    # cache or not (healthy runs: 0.01-1.1 ms, cache on and off alike): only far beyond that
-    # is the cache's extra coordination the likely cause
-    "negotiate_ms": Measure(
-        "cache_off", "median negotiation of a gradient, ms", factor=3.0, floor=0.2
+    # cache or not, and that grows with the step: a share of the step carries over to other
+    # batch sizes; only far beyond the healthy runs' is the cache's coordination the likely cause
+    "negotiate_share": Measure(
+        "cache_off",
+        "median negotiation of a gradient / median training step",
+        factor=3.0,
+        floor=0.05,
     ),
     "comm_share": Measure(
         "small_batch",
@@ -327,24 +330,28 @@ def cycle_interval_ms(tl: Timeline) -> float:
     return float(np.median(np.diff(np.sort(tl.cycles["start_us"].to_numpy()))) / 1e3)
 
 
-def negotiate_ms(tl: Timeline) -> float:
-    """The median ``NEGOTIATE_ALLREDUCE`` span of the gradients after the first step, in ms.
-    With the response cache on, a repeated tensor is agreed on in one bit-vector allreduce;
-    with it off, every request goes to the coordinator and the answer comes back
-    (controller.cc), which shows here."""
+def negotiate_share(tl: Timeline) -> float:
+    """The median ``NEGOTIATE_ALLREDUCE`` span of the gradients after the first step, divided
+    by the median training step (``analysis.step_starts``). With the response cache on, a
+    repeated tensor is agreed on in one bit-vector allreduce; with it off, every request goes
+    to the coordinator and the answer comes back (controller.cc); either way a negotiation
+    lasts until the last rank hands the gradient over, so it is measured against the step."""
     from workshop.analysis.timeline import gradient_tensors, step_starts
 
     spans = tl.spans
     grads = gradient_tensors(spans)
     starts = step_starts(spans)
-    if not grads or len(starts) < 2:
+    if not grads or len(starts) < 3:
         return math.nan
     neg = spans[
         (spans["name"].astype(str) == "NEGOTIATE_ALLREDUCE")
         & spans["tensor"].astype(str).isin(grads)
         & (spans["start_us"] >= starts["start_us"].iloc[1])
     ]
-    return float(neg["dur_us"].median() / 1e3) if len(neg) else math.nan
+    step_us = float(starts["dur_us"].iloc[1:-1].median())
+    if not len(neg) or step_us <= 0:
+        return math.nan
+    return float(neg["dur_us"].median() / step_us)
 
 
 def lr_ratio(record: dict, metrics: pd.DataFrame) -> float:
@@ -393,7 +400,7 @@ def evidence(
         rows["late_cycles"] = late_cycles(tl, cycle_us=1000.0 * cycle_ms)
         rows["responses_per_step"] = (responses_per_step(tl), None)
         rows["cycle_interval_ms"] = (cycle_interval_ms(tl), None)
-        rows["negotiate_ms"] = (negotiate_ms(tl), None)
+        rows["negotiate_share"] = (negotiate_share(tl), None)
     return pd.DataFrame(
         [
             {"measure": name, "problem": MEASURES[name].problem, "value": v, "rank": r}

@@ -88,7 +88,7 @@ def _evidence_text(row: dict) -> str:
         "global batch",
         "responses_per_step": f"{v:.1f} gradient allreduce responses per step",
         "cycle_interval_ms": f"a background cycle starts every {v:.1f} ms",
-        "negotiate_ms": f"a gradient's negotiation takes {v:.2f} ms (median)",
+        "negotiate_share": f"a gradient's negotiation lasts {v:.0%} of a step (median)",
         "comm_share": f"even the rank that waits least spends {v:.0%} of each step waiting "
         "for the allreduces",
         "data_share": f"{v:.0%} of a step goes to taking the batch",
