@@ -19,8 +19,6 @@ flock on FILE for each round, so that other work on a shared machine runs betwee
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import os
 import subprocess
@@ -29,26 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import print_spreads, spread, started_now, write_result
+from workshop.benchmarking import flock_held, print_spreads, spread, started_now, write_result
 from workshop.lessons.edits import script_path
 
 REPO = Path(__file__).resolve().parents[1]
 STALL_SCRIPT = REPO / "tests" / "check_scripts" / "torch_rank0_metric_allreduce.py"
 KINDS = ("stall", "lesson02-after", "lesson02-before")
-
-
-@contextlib.contextmanager
-def round_lock(path: Path | None):
-    """An exclusive flock on ``path`` for one round (nothing when ``path`` is None)."""
-    if path is None:
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def run_once(kind: str, before: Path, workdir: Path) -> dict:
@@ -93,7 +77,7 @@ def main() -> int:
         try:
             for repeat in range(args.repeats):
                 shift = repeat % len(KINDS)
-                with round_lock(args.lock):
+                with flock_held(args.lock):
                     for position, kind in enumerate(KINDS[shift:] + KINDS[:shift]):
                         found = run_once(kind, before, Path(tmp))
                         runs.append(found | {"round": repeat + 1, "position": position + 1})

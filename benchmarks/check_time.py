@@ -21,8 +21,6 @@ inside them.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import os
 import statistics
@@ -32,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, started_now
+from workshop.benchmarking import flock_held, run_record, started_now
 from workshop.launch.ranks import horovodrun_command
 from workshop.launch.run import provenance as run_provenance
 
@@ -67,20 +65,6 @@ def run_once(kind: str, framework: str, workdir: Path) -> dict:
     return {"kind": kind, "framework": framework, "seconds": round(seconds, 3), "ok": ok}
 
 
-@contextlib.contextmanager
-def round_lock(path: Path | None):
-    """An exclusive flock on ``path`` for one round (nothing when ``path`` is None)."""
-    if path is None:
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def spread(values: list[float]) -> dict:
     return {
         "min": round(min(values), 2),
@@ -101,7 +85,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="check-time-") as tmp:
         for repeat in range(args.repeats):
             shift = repeat % len(cases)
-            with round_lock(args.lock):
+            with flock_held(args.lock):
                 for position, (kind, framework) in enumerate(cases[shift:] + cases[:shift]):
                     found = run_once(kind, framework, Path(tmp))
                     runs.append(found | {"round": repeat + 1, "position": position + 1})

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -37,22 +36,18 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from workshop.benchmarking import flock_held
+
 LOCK = Path(os.environ.get("WORKSHOP_CPU_LOCK", "/tmp/workshop-cpu.lock"))
 
 
 @contextlib.contextmanager
 def machine_lock(enabled: bool) -> Iterator[None]:
     """Hold the machine-wide lock (waits for other heavy jobs to finish)."""
-    if not enabled:
-        yield
-        return
-    with LOCK.open("w") as handle:
+    if enabled:
         print(f"waiting for {LOCK} ...", flush=True)
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with flock_held(LOCK if enabled else None):
+        yield
 
 
 def interleaved(

@@ -10,15 +10,41 @@ the result), and the commit it ran. Versions and host come from
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["git_commit", "print_spreads", "run_record", "spread", "started_now", "write_result"]
+__all__ = [
+    "flock_held",
+    "git_commit",
+    "print_spreads",
+    "run_record",
+    "spread",
+    "started_now",
+    "write_result",
+]
+
+
+@contextlib.contextmanager
+def flock_held(path: Path | None) -> Iterator[None]:
+    """An exclusive flock on ``path`` while the block runs (a benchmark round on a shared
+    machine; the tests take the same machine-wide lock); nothing when ``path`` is None."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def started_now() -> tuple[str, list[float]]:
