@@ -267,7 +267,6 @@ def install_horovod_torch_functions(recorder: Recorder, functions) -> None:
 
     @functools.wraps(original)
     def broadcast_optimizer_state(*args, **kwargs):
-        recorder.optimizer_state_broadcast = True
         recorder.muted += 1
         try:
             return original(*args, **kwargs)

@@ -18,7 +18,6 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
   begun but not in ``steps``);
 - ``object_broadcasts``: calls of ``hvd.broadcast_object`` made by the script itself (a Python
   object, e.g. the resume epoch: not the parameters);
-- ``optimizer_state_broadcast``: ``hvd.broadcast_optimizer_state`` was called;
 - ``apis``: how the script trains, where it tells (``keras_fit``: tf-keras ``Model.fit``);
 - ``pending``: the Horovod collectives submitted and not completed when the rank ended, each
   ``{"op", "name", "where", "age_s"}``: ``where`` is the line of the script that submitted it
@@ -119,7 +118,6 @@ class Recorder:
         self.broadcast_values: set[str] = set()
         self.broadcast_outputs: list = []
         self.object_broadcasts = 0
-        self.optimizer_state_broadcast = False
         self.apis: list[str] = []
         # Collectives submitted and not yet completed: key -> {"op", "name", "where", "at"}.
         self.in_flight: dict = {}
@@ -181,10 +179,11 @@ class Recorder:
         with self.lock:
             self.steps_started += 1
 
-    def submitted(self, handle, op: str, name: str | None, where: str | None) -> None:
-        """A collective was handed to Horovod (PyTorch: it returns a handle)."""
+    def submitted(self, key, op: str, name: str | None, where: tuple[str, int] | None) -> None:
+        """A collective was handed to Horovod (``key``: PyTorch's handle, or an object of the
+        TensorFlow hook's) by the script's line ``where`` (:meth:`where`)."""
         with self.lock:
-            self.in_flight[handle] = {"op": op, "name": name, "where": where, "at": time.time()}
+            self.in_flight[key] = {"op": op, "name": name, "where": where, "at": time.time()}
 
     def where(self) -> tuple[str, int] | None:
         """(path, line) of the innermost frame of the learner's script on this thread (the
@@ -196,9 +195,9 @@ class Recorder:
             frame = frame.f_back
         return None
 
-    def completed(self, handle) -> None:
+    def completed(self, key) -> None:
         with self.lock:
-            self.in_flight.pop(handle, None)
+            self.in_flight.pop(key, None)
             self.collectives_done += 1
 
     def progress(self) -> dict:
@@ -291,7 +290,6 @@ class Recorder:
             "broadcasts": self.broadcasts,
             "steps_started": self.steps_started,
             "object_broadcasts": self.object_broadcasts,
-            "optimizer_state_broadcast": self.optimizer_state_broadcast,
             "apis": self.apis,
             "pending": self._pending(),
             "status": status,
