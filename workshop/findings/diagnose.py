@@ -160,9 +160,9 @@ def diagnose(
     if record.get("config"):  # a setting's number without the setting is a note (_notes)
         unset = table["problem"].isin(SETTING_PROBLEMS) & ~table["problem"].isin(settings)
         table["finding"] = table["finding"] & ~unset
-    straggler = table["finding"] & (table["problem"] == "straggler")
-    if straggler.any():  # what a slow rank explains is a note (_notes), not a second finding
-        table["finding"] = table["finding"] & ~table["problem"].isin(EXPLAINED_BY_STRAGGLER)
+    for cause, explained in EXPLAINS.items():  # a cause's side effects: notes (_notes)
+        if (table["finding"] & (table["problem"] == cause)).any():
+            table["finding"] = table["finding"] & ~table["problem"].isin(explained)
     findings, seen = [], set()
     crash = _crash_finding(record)
     if crash:
@@ -206,10 +206,19 @@ def diagnose(
     }
 
 
-#: The numbers a straggler moves too: the other ranks' negotiations wait for it, and its busy
-#: core slows Horovod's background thread (measured: the straggler benchmark's runs with the
-#: cache off negotiate 2 ms and more, and cycle 2-7 ms apart at a 1 ms cycle time).
-EXPLAINED_BY_STRAGGLER = ("cache_off", "long_cycle_time")
+#: The numbers a found problem moves too, and why. A straggler: the other ranks' negotiations
+#: wait for it, and its busy core slows Horovod's background thread (the straggler benchmark's
+#: cache-off runs negotiate up to 18 % of a step, and cycle 2-7 ms apart at a 1 ms cycle
+#: time). A long cycle time: every allreduce waits for the next cycle, so negotiations last
+#: long and even the least-waiting rank waits much of each step (capstone case 4).
+EXPLAINS = {
+    "straggler": ("cache_off", "long_cycle_time"),
+    "long_cycle_time": ("cache_off", "small_batch"),
+}
+WHY = {
+    "straggler": "the other ranks wait for it, its busy core slows Horovod's background thread",
+    "long_cycle_time": "every allreduce waits for the next background cycle",
+}
 #: Where a setting's number points when the setting is not there.
 ELSEWHERE = {
     "fusion_off": "the gradients become ready in different background cycles (a slow or "
@@ -231,11 +240,12 @@ def _notes(record, steps, tl, table, seen, settings) -> list[str]:
         if not beyond or MEASURES[row["measure"]].supporting:
             continue
         noted.add(row["problem"])
-        if row["problem"] in EXPLAINED_BY_STRAGGLER and "straggler" in seen:
+        causes = [c for c, explained in EXPLAINS.items() if row["problem"] in explained]
+        cause = next((c for c in causes if c in seen), None)
+        if cause:
             notes.append(
-                f"{_evidence_text(row)} ({_reference_text(row)}): the straggler explains it "
-                "(the other ranks wait for it, its busy core slows Horovod's background "
-                "thread); fix the straggler first."
+                f"{_evidence_text(row)} ({_reference_text(row)}): {TITLES[cause]} explains "
+                f"it ({WHY[cause]}); fix that first."
             )
         elif row["problem"] in ELSEWHERE and row["problem"] not in settings:
             notes.append(
@@ -247,7 +257,8 @@ def _notes(record, steps, tl, table, seen, settings) -> list[str]:
             continue
         row = by_problem.get(problem)
         shown = (
-            f"its evidence ({_evidence_text(row)}) is within the healthy reference"
+            f"its evidence ({_evidence_text(row)}; {_reference_text(row)}) stays below where "
+            f"a finding starts ({_num(row['threshold'])})"
             if row
             else "this run has no number to show its effect"
         )
