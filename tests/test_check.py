@@ -725,6 +725,26 @@ def leftovers(marker: str) -> list:
     ]
 
 
+def stalled_ranks(script: Path) -> bool:
+    """True once every rank of the check running ``script`` has a collective in flight (read
+    from the rank.N.progress files in the --out folder of its command line)."""
+    import psutil
+
+    outs = set()
+    for p in psutil.process_iter(["cmdline"]):
+        cmdline = p.info["cmdline"] or []
+        if str(script) in cmdline and "--out" in cmdline:
+            outs.add(Path(cmdline[cmdline.index("--out") + 1]))
+    for out in outs:
+        files = sorted(out.glob("rank.*.progress"))
+        try:
+            if len(files) == 2 and all(json.loads(f.read_text())["pending"] for f in files):
+                return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 @pytest.mark.live
 def test_a_rank_0_only_allreduce_is_named_as_a_stall(tmp_path, cpu_lock, horovod_ready):
     # `if hvd.rank() == 0: acc = hvd.allreduce(acc, name="test_acc")`: rank 0 waits for
@@ -784,10 +804,12 @@ def test_a_signal_stops_every_rank_and_still_prints_the_report(
                             (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)],
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while len(leftovers(f"{script}")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.5)  # the check itself and its 2 ranks
-        time.sleep(3)  # the ranks are in their stall by now (it starts after 8 steps)
+        # Until both ranks wait in their collectives (their progress files say so): on a busy
+        # machine a fixed wait may still find them importing torch, with nothing to judge.
+        deadline = time.monotonic() + 90
+        while not stalled_ranks(script) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert stalled_ranks(script), "the ranks never reached their stall"
         sent = time.monotonic()
         process.send_signal(getattr(signal, signame))
         stdout, stderr = process.communicate(timeout=30)
