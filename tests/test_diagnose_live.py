@@ -19,13 +19,15 @@ SHORT = [*RUN_SHAPE[: RUN_SHAPE.index("--epochs")], "--epochs", "2", "--steps-pe
 
 
 def test_a_busy_core_beside_rank_1_is_diagnosed_as_a_straggler(tmp_path, cpu_alone, horovod_ready):
-    # Three busy processes, each in a session of its own, share rank 1's core with it: it gets
-    # about a quarter of its core, so that it stays the slower rank even when other work (the
-    # other test worker) shares rank 0's core; the benchmark measures one busy process.
+    # Seven busy processes, each in a session of its own, share rank 1's core with it: it gets
+    # about an eighth of its core. The scheduler then moves every unpinned process (the other
+    # test worker's notebook kernels and pytest) to rank 0's core; with three there, rank 1
+    # stayed the slower rank by only about 0.25 / 0.33 and the run read as healthy (twice in
+    # the full suite, never alone). The benchmark measures one busy process.
     name = "straggler"
     command = ["workshop", "run", *SHORT, "--quiet", "--no-timeline"]
     command += ["--out", str(tmp_path), "--name", name]
-    record = record_run(command, tmp_path / name, rank_cores={0: 0, 1: 1}, hog_core=1, hogs=3)
+    record = record_run(command, tmp_path / name, rank_cores={0: 0, 1: 1}, hog_core=1, hogs=7)
     assert record["straggler"]["rank_cores"] == {"0": 0, "1": 1}
     steps = (tmp_path / name / "logs" / "rank.1.steps.csv").read_text().splitlines()
     assert steps[0] == "step,data_s,compute_s,wait_s,step_s" and len(steps) == 1 + 2 * 15

@@ -122,14 +122,18 @@ def stop_tree(process: subprocess.Popen, grace_s: float = 3.0) -> int | None:
     return process.poll()
 
 
-def kill_marked(marker: str) -> None:
+def kill_marked(marker: str, wait_s: float = 3.0) -> None:
     """SIGKILL every process (but this one) with ``marker`` as a word of its command line:
-    ranks that outlived their launcher."""
+    ranks that outlived their launcher; wait up to ``wait_s`` for them to be gone, so that
+    nothing is left when the caller returns."""
     import psutil
 
+    killed = []
     for proc in psutil.process_iter(["cmdline"]):
         if proc.pid != os.getpid() and marker in (proc.info.get("cmdline") or []):
             try:
                 proc.kill()
+                killed.append(proc)
             except psutil.Error:
                 pass
+    psutil.wait_procs(killed, timeout=wait_s)
