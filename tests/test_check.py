@@ -725,6 +725,15 @@ def leftovers(marker: str) -> list:
     ]
 
 
+def own_copy(name: str, tmp_path) -> Path:
+    """A copy of fixture ``name`` in the test's own folder, under the same file name: its path
+    marks this test's processes apart from another test's run of the same fixture beside it
+    (xdist's other worker)."""
+    copy = tmp_path / name
+    copy.write_text((SCRIPTS / name).read_text())
+    return copy
+
+
 def stalled_ranks(script: Path) -> bool:
     """True once every rank of the check running ``script`` has a collective in flight (read
     from the rank.N.progress files in the --out folder of its command line)."""
@@ -749,7 +758,9 @@ def stalled_ranks(script: Path) -> bool:
 def test_a_rank_0_only_allreduce_is_named_as_a_stall(tmp_path, cpu_lock, horovod_ready):
     # `if hvd.rank() == 0: acc = hvd.allreduce(acc, name="test_acc")`: rank 0 waits for
     # test_acc, rank 1 for the next epoch's gradients. Named in under 90 s from the start.
-    report = run_check("torch_rank0_metric_allreduce.py", tmp_path, base_run=False)
+    script = own_copy("torch_rank0_metric_allreduce.py", tmp_path)
+    report = check.check_script(script, cwd=tmp_path, quiet=True, base_run=False)
+    print(report)
     assert report.exit_code == 2 and report.stalled, report.text()
     assert report.seconds < 90
     assert report.error.startswith("the ranks stalled: for ")
@@ -763,7 +774,7 @@ def test_a_rank_0_only_allreduce_is_named_as_a_stall(tmp_path, cpu_lock, horovod
     assert 20 <= report.stalled_for_s < 60
     # What ran before the stall is still judged (8 steps of epoch 0 on both ranks).
     assert report.checks["averaged"].partial and report.checks["averaged"].ok is True
-    assert leftovers("torch_rank0_metric_allreduce.py") == []
+    assert leftovers(str(script)) == []
 
 
 @pytest.mark.live
@@ -794,7 +805,7 @@ def test_a_signal_stops_every_rank_and_still_prints_the_report(
     import signal
     import time
 
-    script = SCRIPTS / "torch_rank0_metric_allreduce.py"
+    script = own_copy("torch_rank0_metric_allreduce.py", tmp_path)
     command = [sys.executable, "-m", "workshop.cli", "check", str(script), "--no-base-run",
                "--stall-timeout", "600", *(["--json"] if json_output else [])]  # fmt: skip
     process = subprocess.Popen(
@@ -837,10 +848,12 @@ def test_a_stall_in_a_tensorflow_graph_is_named_with_both_ranks(tmp_path, cpu_lo
     # constant, ready before the allreduce: the near miss that showed rank 1 waiting for
     # nothing). A 10 s stall timeout keeps the test short; the default is measured in
     # benchmarks/check_stall.py.
-    report = run_check("tf_rank0_metric_allreduce.py", tmp_path, base_run=False, stall_s=10)
+    script = own_copy("tf_rank0_metric_allreduce.py", tmp_path)
+    report = check.check_script(script, cwd=tmp_path, quiet=True, base_run=False, stall_s=10)
+    print(report)
     assert report.exit_code == 2 and report.stalled, report.text()
     assert "rank 0 waits in allreduce 'mean_loss'" in report.error
     assert "never submitted by rank 1" in report.error
     assert "rank 1 waits in allreduce 'HorovodAllreduce_" in report.error
     assert "never submitted by rank 0" in report.error
-    assert leftovers("tf_rank0_metric_allreduce.py") == []
+    assert leftovers(str(script)) == []
