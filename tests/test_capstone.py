@@ -98,6 +98,11 @@ def test_fusion_evidence_is_one_response_per_gradient(keys):
     # fusion off: every gradient is its own response, each step
     assert keys["case-3"].evidence == pytest.approx(gradients, rel=0.05)
     assert capstone.evidence_number("b", case.fixed) < gradients / 2
+    # a count is held to half of one: 8 gradients give rel_tol 0.5 / 8, so 7 and 9 fail
+    key = keys["case-3"]
+    assert key.rel_tol == pytest.approx(0.5 / key.evidence)
+    for slip in (key.evidence - 1, key.evidence + 1):
+        assert capstone.parts((key.problem, slip, key.fix), key)["evidence"] is False
 
 
 def test_cycle_evidence_is_the_cycle_time(keys):
@@ -155,11 +160,12 @@ def test_the_right_diagnosis_passes_and_wrong_ones_fail(name, keys, capsys, monk
     # a learner's kernel: a wrong answer is a verdict, not an error (papermill runs set strict)
     monkeypatch.delenv(exercises.STRICT_ENV, raising=False)
     key = keys[name]
-    right = (key.problem, key.evidence * 1.1, key.fix.upper())
+    right = (key.problem, key.evidence * (1 + key.rel_tol / 2), key.fix.upper())
     assert capstone.parts(right, key) == {"problem": True, "evidence": True, "fix": True}
     other = next(p for p in capstone.PROBLEMS if p != key.problem)
     assert capstone.parts((other, key.evidence, key.fix), key)["problem"] is False
-    assert capstone.parts((key.problem, key.evidence * 1.3, key.fix), key)["evidence"] is False
+    wrong = key.evidence * (1 + 2 * key.rel_tol)
+    assert capstone.parts((key.problem, wrong, key.fix), key)["evidence"] is False
     assert capstone.parts((key.problem, key.evidence, "g"), key)["fix"] is False
     printed = capsys.readouterr().out
     assert f"{key.evidence:.3g}" not in printed and "right" in printed and "not yet" in printed

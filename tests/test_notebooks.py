@@ -349,6 +349,84 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
         ("a quarter: 1 byte per element", "comp_comm.bytes_per_step['none'] / 4"),
     ],
     "08.5": [("unchanged", "1.0"), ("four times more", "4.0")],
+    "09.1": [
+        (
+            "the fixed run's ratio, a healthy value",
+            "('c', capstone.evidence_number('c', cases['case-1'].fixed), 'f')",
+        ),
+        ("the faster rank over the slower: upside down", "('c', 1 / key_1.evidence, 'f')"),
+        (
+            "step times, waiting included: the other rank waits as long",
+            "('c', (lambda s: s.max() / s.min())(readers.read_step_times(cases['case-1']"
+            ".broken).query('step >= 1').groupby('rank').step_s.median()), 'f')",
+        ),
+        (
+            "the readiness ticks the lesson warns about: cycles the latest rank is behind",
+            "('c', analysis.diagnose.late_cycles(readers.read_timeline(cases['case-1'].broken))"
+            "[0], 'f')",
+        ),
+        ("the decoy: oversubscribed cores (f) and their fix (b)", "('f', key_1.evidence, 'b')"),
+    ],
+    "09.2": [
+        (
+            "the fixed run's ratio, a healthy value",
+            "('e', capstone.evidence_number('e', cases['case-2'].fixed), 'a')",
+        ),
+        ("the linear rule's LR over the one used: upside down", "('e', 1 / key_2.evidence, 'a')"),
+        (
+            "np forgotten: the per-worker batch over the base",
+            "('e', (lambda c: readers.read_metrics(cases['case-2'].broken).lr.iloc[-1] / (c['lr']"
+            " * c['batch_size'] / c['base_batch_size']))(readers.read_run(cases['case-2']"
+            ".broken)['config']), 'a')",
+        ),
+        (
+            "the square-root rule's LR",
+            "('e', (lambda c: readers.read_metrics(cases['case-2'].broken).lr.iloc[-1] / (c['lr']"
+            " * (c['np'] * c['batch_size'] / c['base_batch_size']) ** 0.5))(readers.read_run("
+            "cases['case-2'].broken)['config']), 'a')",
+        ),
+    ],
+    "09.3": [
+        ("off by one: a response fewer per step", "('b', key_3.evidence - 1, 'e')"),
+        ("off by one: a response more per step", "('b', key_3.evidence + 1, 'e')"),
+        (
+            "the fixed run's count, fusion on",
+            "('b', capstone.evidence_number('b', cases['case-3'].fixed), 'e')",
+        ),
+        (
+            "tensors per response, not responses per step",
+            "('b', analysis.fusion_groups(readers.read_timeline(cases['case-3'].broken).spans)"
+            ".tensors.mean(), 'e')",
+        ),
+    ],
+    "09.4": [
+        (
+            "the fixed run's interval, Horovod's 1 ms default",
+            "('d', capstone.evidence_number('d', cases['case-4'].fixed), 'c')",
+        ),
+        (
+            "seconds, not ms",
+            "('d', readers.read_timeline(cases['case-4'].broken).cycles.start_us.diff().median()"
+            " / 1e6, 'c')",
+        ),
+        ("cycles per second, not ms between them", "('d', 1e3 / key_4.evidence, 'c')"),
+    ],
+    "09.5": [
+        ("broken over fixed: upside down", "1 / gain_table.gain.median()"),
+        (
+            "the first epoch kept",
+            "pd.Series([(lambda f, b: f.samples.sum() / f.train_time_s.sum() / (b.samples.sum()"
+            " / b.train_time_s.sum()))(*(readers.read_metrics(cases[GAIN_CASE].folder / "
+            "'repeats' / f'{v}-{n}') for v in ('fixed', 'broken'))) for n in gain_table['round']"
+            "]).median()",
+        ),
+        ("the mean of the rounds' gains, not the median", "gain_table.gain.mean()"),
+        (
+            "the ratio of the medians, not the median of each round's ratio",
+            "gain_table.fixed.median() / gain_table.broken.median()",
+        ),
+        ("the single diagnosis pair", "summaries.loc[GAIN_CASE, 'single_run_gain']"),
+    ],
 }
 
 _LEARNER_RUNS: dict[Path, Run] = {}
@@ -708,8 +786,6 @@ def test_every_check_rejects_the_classic_slips(path, learner_run, monkeypatch, c
     # from the notebook's own data; an exercise without a slip listed fails too.
     done = learner_run(path)
     records = done.records()
-    if path.name.startswith("09-"):
-        pytest.skip("09's keys and tolerances come from workshop.lessons.capstone (issue 31)")
     monkeypatch.delenv(exercises.STRICT_ENV, raising=False)
     problems = [f"{e}: no slip listed in SLIPS" for e in sorted(records) if e not in SLIPS]
     for exercise, record in sorted(records.items()):

@@ -424,14 +424,40 @@ def healthy_reference() -> pd.DataFrame:
     return pd.DataFrame(rows).T.rename_axis("problem")
 
 
+#: How close a diagnosis's evidence number must be: 15 % for a ratio or a time measured on a
+#: busy machine (case-1's ratio of medians, 2.10, passes beside the key's lower quartiles,
+#: 1.87). A count (:data:`COUNTS`) is held to half of one, so that one more or one fewer
+#: fails: at 15 %, 7 and 9 responses per step passed for case-3's 8 gradients.
+EVIDENCE_REL_TOL = 0.15
+#: The problems whose evidence number is a count (responses per training step).
+COUNTS = ("b",)
+#: Exercise 09.5's gain is computed from the files, not measured: 0.3 % lets a value rounded
+#: to three digits pass (case-1's 1.76 for 1.7616, 0.09 % off) and fails the classic slips,
+#: the first epoch kept (0.6 % off for case-1) or the rounds' mean for their median (1.0 %).
+GAIN_REL_TOL = 0.003
+
+
+def evidence_rel_tol(problem: str, evidence: float) -> float:
+    """The relative tolerance of the evidence number ``evidence`` of ``problem``:
+    :data:`EVIDENCE_REL_TOL`, and for a count at most half of one.
+
+    >>> evidence_rel_tol("b", 8.0), evidence_rel_tol("c", 1.87)
+    (0.0625, 0.15)
+    """
+    if problem in COUNTS and evidence > 0:
+        return min(EVIDENCE_REL_TOL, 0.5 / evidence)
+    return EVIDENCE_REL_TOL
+
+
 @dataclass(frozen=True)
 class AnswerKey:
-    """What a diagnosis of a case must say: ``expected`` is (problem, evidence, fix)."""
+    """What a diagnosis of a case must say: ``expected`` is (problem, evidence, fix), the
+    evidence within ``rel_tol`` (:func:`evidence_rel_tol`)."""
 
     problem: str
     evidence: float
     fix: str
-    rel_tol: float = 0.15
+    rel_tol: float = EVIDENCE_REL_TOL
     hints: tuple[tuple[str, str], ...] = ()  # (part, hint) for parts() to print
 
     @property
@@ -447,9 +473,9 @@ def answer_key(case: Case) -> AnswerKey:
     (provenance.json), its evidence number measured on the broken run, and its fix."""
     problem = case.provenance["injected"]["problem"]
     hints = tuple(HINTS.get(case.name, {}).items())
-    return AnswerKey(
-        problem, evidence_number(problem, case.broken), PROBLEMS[problem].fix, hints=hints
-    )
+    evidence = evidence_number(problem, case.broken)
+    rel_tol = evidence_rel_tol(problem, evidence)
+    return AnswerKey(problem, evidence, PROBLEMS[problem].fix, rel_tol, hints)
 
 
 def diagnosis(run_dir: Path | str) -> str:
