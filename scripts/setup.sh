@@ -4,6 +4,7 @@
 #   bash scripts/setup.sh            # set up everything, then `workshop doctor` + `workshop run`
 #   bash scripts/setup.sh --no-run   # set up only (used by scripts/test.sh and binder/postBuild)
 #   bash scripts/setup.sh --test     # also install the test tools and Chromium (browser test)
+#   bash scripts/setup.sh --book     # also install what builds the book (scripts/book.sh)
 #
 # Python 3.11, 3.12 or 3.13: WORKSHOP_PYTHON when set, else the newest of python3.13, python3.12,
 # python3.11, python3 on PATH (an existing environment keeps its own). WORKSHOP_VENV: where the
@@ -16,11 +17,13 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${WORKSHOP_VENV:-$REPO/.venv}"
 RUN_MAIN=1
 WITH_TEST=0
+WITH_BOOK=0
 for arg in "$@"; do
     case "$arg" in
         --no-run) RUN_MAIN=0 ;;
-        --test) WITH_TEST=1 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        --test) WITH_TEST=1; WITH_BOOK=1 ;;  # the browser test builds the book
+        --book) WITH_BOOK=1 ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -146,10 +149,13 @@ fi
 step "Python packages"
 req_files=("$REPO/requirements/base.txt")
 [[ $WITH_TEST == 1 ]] && req_files+=("$REPO/requirements/test.txt")
+[[ $WITH_BOOK == 1 ]] && req_files+=("$REPO/requirements/book.txt")
 no_deps="$REPO/requirements/no-deps.txt"  # tf-keras: see the file
+# The stamp holds a checksum per requirement file installed (with no-deps.txt's): a set-up that
+# asks for fewer files than the last one (--book after --test) installs nothing.
 stamp="$VENV/.workshop-requirements"
-want=$(cat "${req_files[@]}" "$no_deps" | sha256sum | cut -d' ' -f1)
-if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+want=$(for f in "${req_files[@]}"; do cat "$f" "$no_deps" | sha256sum | cut -d' ' -f1; done)
+if [[ -f $stamp ]] && ! grep -qvxF -f "$stamp" <<<"$want"; then
     echo "requirements unchanged; nothing to install"
 else
     # PyPI's Linux torch is the CUDA build (GBs of CUDA libraries). Without an NVIDIA GPU, take
@@ -191,7 +197,9 @@ else
             "from one index (WORKSHOP_TORCH_INDEX)" >&2
         exit 1
     fi
-    echo "$want" >"$stamp"
+    # Kept: the files installed before that are still unchanged (base.txt's for --book).
+    { [[ -f $stamp ]] && cat "$stamp"; echo "$want"; } | sort -u >"$stamp.new"
+    mv "$stamp.new" "$stamp"
 fi
 
 # 5. Horovod 0.28.1, built from source once and cached.

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fcntl
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,6 +173,13 @@ class Run:
     run: NotebookRun
     slips: dict[str, list] = dataclasses.field(default_factory=dict)
 
+    def for_reader(self) -> nbformat.NotebookNode:
+        """The executed notebook without the cells this harness appended: the lesson as the
+        learner's run left it (the book is built from it, tests/test_book.py)."""
+        reader = nbformat.from_dict(self.executed)
+        reader.cells = [c for c in reader.cells if HARNESS not in c.metadata.get("tags", [])]
+        return reader
+
     def records(self) -> dict[str, dict]:
         """Exercise id -> the learner's check as logged (expected value, tolerances, hints):
         the first check of each exercise (the check cell; a solution does not repeat it)."""
@@ -204,6 +213,16 @@ with open({path!r}, "w") as _out:
 """
 
 
+# The tag of the cells papermill_run appends to its copy of a notebook.
+HARNESS = "test-harness"
+
+
+def _harness_cell(source: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["tags"] = [HARNESS]
+    return cell
+
+
 # A replay's cells take seconds (notebook 01's demos start real processes: tens of seconds on a
 # loaded machine); a cell that takes longer is stuck, and fails the test instead of waiting.
 REPLAY_CELL_S = 180
@@ -225,12 +244,10 @@ def papermill_run(
     log, answers, results_path = (folder / n for n in ("ex.jsonl", "answers.json", "res.json"))
     slips_path = folder / "slips.json"
     monkeypatch.setenv(exercises.LOG_ENV, str(log))
-    notebook = nbformat.read(path, as_version=4)
     copy = nbformat.read(path, as_version=4)
-    copy.cells.append(nbformat.v4.new_code_cell(ANSWERS_CELL.format(path=str(answers))))
+    copy.cells.append(_harness_cell(ANSWERS_CELL.format(path=str(answers))))
     if slips:
-        cell = SLIPS_CELL.format(path=str(slips_path), slips=slips)
-        copy.cells.append(nbformat.v4.new_code_cell(cell))
+        copy.cells.append(_harness_cell(SLIPS_CELL.format(path=str(slips_path), slips=slips)))
     source, output = folder / f"source-{path.name}", folder / path.name
     nbformat.write(copy, source)
     # From the notebooks folder, as a learner runs it (relative links and paths).
@@ -238,15 +255,24 @@ def papermill_run(
     run = execute(
         source, output, parameters, cwd=path.parent, memory=memory, cell_timeout_s=REPLAY_CELL_S
     )
+    measured = [run.seconds, run.peak_memory_bytes, run.peak_rss_bytes]
+    (folder / "run.json").write_text(json.dumps(measured))
+    return read_run(path, folder)
+
+
+def read_run(path: Path, folder: Path) -> Run:
+    """The :class:`Run` of ``path`` that :func:`papermill_run` left in ``folder``."""
+    log, slips = folder / "ex.jsonl", folder / "slips.json"
     events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    seconds, peak_pss, peak_rss = json.loads((folder / "run.json").read_text())
     return Run(
-        notebook,
-        nbformat.read(output, as_version=4),
-        json.loads(results_path.read_text()),
+        nbformat.read(path, as_version=4),
+        nbformat.read(folder / path.name, as_version=4),
+        json.loads((folder / "res.json").read_text()),
         events,
-        json.loads(answers.read_text()),
-        run,
-        json.loads(slips_path.read_text()) if slips else {},
+        json.loads((folder / "answers.json").read_text()),
+        NotebookRun(folder / path.name, seconds, peak_pss, peak_rss),
+        json.loads(slips.read_text()) if slips.exists() else {},
     )
 
 
@@ -432,19 +458,31 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
 _LEARNER_RUNS: dict[Path, Run] = {}
 
 
-@pytest.fixture
-def learner_run(tmp_path_factory, monkeypatch):
+def learner_replay(path: Path, tmp_path_factory) -> Run:
     """The notebook run as a learner runs it (default parameters: SOLUTIONS False, blank
-    answers); one run per notebook, shared by the tests that read it."""
+    answers), once per test session: the run's folder is shared by the xdist workers (their
+    base temporary folders' parent), and a lock per notebook makes the second worker that asks
+    wait for the first one's run and read it (the learner tests of a notebook run on one
+    worker; the book's test, tests/test_book.py, reads every notebook's)."""
+    if path not in _LEARNER_RUNS:
+        base = tmp_path_factory.getbasetemp()
+        shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "learner"
+        shared.mkdir(exist_ok=True)
+        folder = shared / path.stem
+        with (shared / f"{path.stem}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (folder / "run.json").exists():
+                slips = {e: s for e, s in SLIPS.items() if e.startswith(path.name[:2] + ".")}
+                with pytest.MonkeyPatch.context() as patch:
+                    papermill_run(path, folder, patch, {}, slips=slips)
+            _LEARNER_RUNS[path] = read_run(path, folder)
+    return _LEARNER_RUNS[path]
 
-    def run(path: Path) -> Run:
-        if path not in _LEARNER_RUNS:
-            folder = tmp_path_factory.mktemp(f"learner-{path.stem[:2]}")
-            slips = {e: s for e, s in SLIPS.items() if e.startswith(path.name[:2] + ".")}
-            _LEARNER_RUNS[path] = papermill_run(path, folder, monkeypatch, {}, slips=slips)
-        return _LEARNER_RUNS[path]
 
-    return run
+@pytest.fixture
+def learner_run(tmp_path_factory):
+    """:func:`learner_replay`, for the tests that read a learner's run."""
+    return lambda path: learner_replay(path, tmp_path_factory)
 
 
 def check_value(name: str, got, spec: dict) -> str | None:

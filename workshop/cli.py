@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "check",
     "parallelism",
     "cluster",
+    "book",
 ]
 
 
