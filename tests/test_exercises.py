@@ -185,3 +185,9 @@ def test_reveal_prints_a_finding_only_after_its_exercise(capsys):
     exercises.reset()
     exercises.check("05.1", 1, expected=5670, hints=HINTS)  # a wrong answer reveals nothing
     assert not exercises.reveal("05.1", "5,670")
+
+
+def test_a_tolerance_under_one_percent_is_not_shown_as_zero(capsys):
+    # 09.5's gain is held to 0.3 %: "within 0%" would tell the learner an exact match is needed.
+    exercises.check_solution("05.1", 2.0, expected=1.7616, rel_tol=0.003)
+    assert "data give 1.762 (within 0.3%)" in capsys.readouterr().out

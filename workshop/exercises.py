@@ -145,7 +145,7 @@ def _describe(expected, rel_tol: float, abs_tol: float) -> str:
     text = _show(expected)
     if _is_number(_plain(expected)):
         if rel_tol:
-            text += f" (within {rel_tol:.0%})"
+            text += f" (within {rel_tol * 100:.2g}%)"  # 10%, 15%, 0.3%: never "0%"
         elif abs_tol:
             text += f" (within {abs_tol:g})"
     return text
