@@ -104,6 +104,26 @@ def test_prepare_keeps_a_warning_without_a_path_and_plain_stderr():
     assert prepared.cells[-1].outputs[0].text == said["text"]
 
 
+def test_prepare_shows_paths_in_the_clone_relative_and_warnings_without_the_kernels_file():
+    warned = {
+        "output_type": "stream",
+        "name": "stderr",
+        "text": "/tmp/ipykernel_15213/224282047.py:3: TimelineWarning: /home/r/ws/data/t/"
+        "timeline.json: 2 spans have no 'E'\n  tl = readers.read_timeline(run_dir)\n",
+    }
+    said = {"output_type": "stream", "name": "stdout", "text": "analysing /home/r/ws/data/runs\n"}
+    table = {"output_type": "execute_result", "metadata": {}, "execution_count": 1}
+    table["data"] = {"text/html": "<td>/home/r/ws/data/x</td>", "text/plain": "/home/r/ws/y"}
+    notebook = _notebook(_title(), _code("x", warned, said, table))
+
+    prepared = book.prepare(notebook, "04-x.ipynb", LINKS, "x", Path("/home/r/ws"))
+
+    warning, printed, shown = prepared.cells[-1].outputs
+    assert warning.text == "TimelineWarning: data/t/timeline.json: 2 spans have no 'E'\n"
+    assert printed.text == "analysing data/runs\n"
+    assert shown.data == {"text/html": "<td>data/x</td>", "text/plain": "y"}
+
+
 def test_prepare_keeps_a_widgets_picture_not_its_state():
     view = {"model_id": "abc", "version_major": 2, "version_minor": 0}
     widget_only = {
@@ -253,7 +273,8 @@ def _read_page(page, stem: str, run) -> list[str]:
     if figures != _figures(run.for_reader()):
         problems.append(f"{stem}: {figures} figures, the replay drew {_figures(run.for_reader())}")
     text = page.locator("main").inner_text()
-    for marker in ("Traceback", "Error:", "site-packages", "widget-view+json", "interactive("):
+    markers = ("Traceback", "Error:", "site-packages", "widget-view+json", "interactive(")
+    for marker in (*markers, "ipykernel_", f"{REPO}/"):
         if marker in text:
             problems.append(f"{stem}: {marker!r} on the page")
     downloads = page.locator("a.download.reference")

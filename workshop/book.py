@@ -8,7 +8,8 @@
    DIR`` takes already executed notebooks instead (the tests pass theirs).
 2. **Prepare** each executed notebook for reading: cells collapsed in the notebook (the worked
    solutions, and the explanations a learner opens after answering) are left out, as are
-   papermill's injected-parameters cell and a widget's state (its static picture stays); each
+   papermill's injected-parameters cell and a widget's state (its static picture stays); paths
+   inside the clone are shown relative to it, and a warning without the kernel's file name; each
    exercise's prompt goes in a box (class ``exercise``), and a line with "launch on Binder"
    and "download the notebook" goes under the title. An error
    output, a warning that names a package path, or a ``None`` shown as a result stops the build
@@ -51,6 +52,11 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # A warning printed with the file that raised it: a path into an installed package, which a
 # reader cannot act on (lessons explain their warnings in words, once).
 PACKAGE_PATH = re.compile(r"(site-packages|dist-packages|/workshop/)[^\s:]*\.py:\d+")
+
+
+# Python's warning format in a kernel: "<cell file>:<line>: Category: message" then the cell's
+# source line; the book keeps "Category: message" (the cell is on the page right above).
+KERNEL_WARNING = re.compile(r"^\S*ipykernel_\d+/\d+\.py:\d+: (\w+: [^\n]*)\n(?:  [^\n]*\n)?", re.M)
 
 
 class BookError(Exception):
@@ -181,6 +187,22 @@ def _output_problem(output) -> str | None:
     return None
 
 
+def _for_reader(text: str, repo: Path) -> str:
+    """Text as a reader of the website needs it: paths inside the clone relative to it
+    (``data/runs``, not the build machine's ``/home/.../data/runs``), a warning without the
+    kernel's temporary file name."""
+    return KERNEL_WARNING.sub(r"\1\n", text.replace(f"{repo}/", ""))
+
+
+def _readable(output, repo: Path):
+    if "text" in output:
+        output["text"] = _for_reader(output["text"], repo)
+    for kind, value in output.get("data", {}).items():
+        if kind.startswith("text/") and isinstance(value, str):
+            output["data"][kind] = _for_reader(value, repo)
+    return output
+
+
 def _without_widget_state(output):
     """A display output without its widget view (the explorer's static picture is its own
     output): None when nothing else is left but the widget's text stand-in."""
@@ -196,7 +218,7 @@ def _without_widget_state(output):
     return output
 
 
-def prepare(executed, name: str, links: Links, download: str):
+def prepare(executed, name: str, links: Links, download: str, repo: Path = REPO_DIR):
     """The executed notebook ``name`` as the book shows it (see the module's docstring).
 
     Args:
@@ -204,6 +226,7 @@ def prepare(executed, name: str, links: Links, download: str):
         name: the lesson's file name, for error messages and the Binder link.
         links: where the Binder link points.
         download: the download link's target, relative to the lesson's page.
+        repo: the clone the replay ran in (paths under it are shown relative to it).
 
     Raises:
         BookError: an output a reader must not see, naming the lesson and the cell.
@@ -226,7 +249,7 @@ def prepare(executed, name: str, links: Links, download: str):
                 problem = _output_problem(output)
                 if problem:
                     problems.append(f"{name} cell {index}: {problem}")
-                kept = _without_widget_state(output)
+                kept = _without_widget_state(_readable(output, repo))
                 if kept is not None:
                     outputs.append(kept)
             cell.outputs = outputs
@@ -303,7 +326,7 @@ def stage(executed: dict[str, Path], src: Path, links: Links, repo: Path = REPO_
         except Exception as error:
             raise BookError(f"{executed[name]}: not a readable notebook: {error}") from error
         shutil.copy(repo / "notebooks" / name, src / "_downloads" / name)
-        prepared = prepare(notebook, name, links, f"../_downloads/{name}")
+        prepared = prepare(notebook, name, links, f"../_downloads/{name}", repo)
         nbformat.write(prepared, src / "notebooks" / name)
     for doc in DOCS:
         shutil.copy(repo / "docs" / doc, src / "docs" / doc)
