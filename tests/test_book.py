@@ -241,6 +241,9 @@ def test_the_book_reads_in_a_browser(built_book):
             page.set_default_timeout(PAGE_MS)
             page.goto((made.html / "index.html").as_uri())
             assert "Horovod" in page.title()
+            problems += [
+                f"index.html: broken image {src}" for src in page.evaluate(BROKEN_IMAGES_JS)
+            ]
             nav = page.locator("nav.bd-links a.reference.internal")
             hrefs = {nav.nth(i).get_attribute("href") for i in range(nav.count())}
             for stem in runs:
