@@ -8,7 +8,12 @@ the healthy reference, the fix; built from :mod:`workshop.analysis.diagnose`.
                    "reference": {"min": .., "median": .., "max": .., "runs": 5, "source": ..},
                    "evidence": "rank 1's compute per step is 2.1x the others' ...",
                    "fix": "..."}, ...],
-     "notes": ["..."], "measured": [...every number, finding or not...], "reference": "..."}
+     "notes": ["..."], "measured": [...every number, finding or not...], "reference": "...",
+     "beyond_healthy": ["straggler", ...]}
+
+``beyond_healthy`` names the problems whose number lies outside the healthy runs' range but
+short of where a finding starts: "nothing wrong" is then not what the evidence says (a note
+says what it does say).
 
 and :func:`diagnose_lines` the text.
 """
@@ -197,13 +202,54 @@ def diagnose(
                 }
             )
     notes = _notes(record, steps, tl, table, seen, settings)
+    between = _beyond_healthy(table, seen, settings)
+    notes += [
+        f"{row['problem']}: {_evidence_text(row)}, beyond the healthy runs' "
+        f"{'largest' if MEASURES[row['measure']].bad == 'high' else 'smallest'} "
+        f"({_reference_text(row)}) but short of where a finding starts "
+        f"({_num(row['threshold'])}): {BETWEEN.get(row['problem'], BETWEEN_DEFAULT)}"
+        for row in between
+    ]
     return {
         "healthy": not findings,
         "findings": findings,
         "notes": notes,
         "measured": measured,
         "reference": source,
+        "beyond_healthy": [row["problem"] for row in between],
     }
+
+
+#: What a number between the healthy range and a finding's threshold says. Measured for the
+#: straggler: on fresh runs of benchmarks/straggler_signal.py (data/benchmarks/
+#: straggler-signal/confirmation/) three of six runs with a busy process beside one rank gave
+#: 1.19-1.43, while healthy runs gave up to 1.16: a mild straggler and a busy machine overlap.
+BETWEEN = {
+    "straggler": "a rank sharing its core with other work can look like this, and so can a "
+    "healthy run on a busy machine; record the run again on a quiet machine, or compare with "
+    "a healthy run of your own (--baseline).",
+}
+BETWEEN_DEFAULT = (
+    "healthy runs vary more than the few recorded ones show; record the run again, or compare "
+    "with a healthy run of your own (--baseline)."
+)
+
+
+def _beyond_healthy(table: pd.DataFrame, seen: set[str], settings: dict) -> list[dict]:
+    """The rows whose number lies outside the healthy runs' range but short of a finding's
+    threshold (one per problem), for problems with no finding, no note and no setting."""
+    rows, problems = [], set()
+    for row in table.to_dict("records"):
+        measure = MEASURES[row["measure"]]
+        if measure.supporting or row["problem"] in seen | problems | set(settings):
+            continue
+        if pd.isna(row["value"]) or row["severity"] >= 1:
+            continue
+        high = measure.bad == "high"
+        if (row["value"] > row["max"]) if high else (row["value"] < row["min"]):
+            rows.append(row)
+            problems.add(row["problem"])
+    return rows
 
 
 #: The numbers a found problem moves too, and why. A straggler: the other ranks' negotiations
@@ -320,6 +366,14 @@ def diagnose_text(run_dir: str | Path, baseline: str | Path | None = None) -> st
 def verdict_line(result: dict) -> str:
     """The first line: the most likely problem and its number, or that the run looks
     healthy."""
+    if result["healthy"] and result.get("beyond_healthy"):
+        names = result["beyond_healthy"]
+        return (
+            "most likely: nothing wrong, but not sure: no number reaches a finding, but "
+            f"{'the number' if len(names) == 1 else 'the numbers'} of {', '.join(names)} "
+            f"{'lies' if len(names) == 1 else 'lie'} beyond the healthy runs' range (see the "
+            "notes)"
+        )
     if result["healthy"]:
         return (
             "most likely: nothing wrong: every evidence number lies within the healthy reference"
