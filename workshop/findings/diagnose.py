@@ -221,9 +221,11 @@ def diagnose(
 
 
 #: What a number between the healthy range and a finding's threshold says. Measured for the
-#: straggler: on fresh runs of benchmarks/straggler_signal.py (data/benchmarks/
-#: straggler-signal/confirmation/) three of six runs with a busy process beside one rank gave
-#: 1.19-1.43, while healthy runs gave up to 1.16: a mild straggler and a busy machine overlap.
+#: straggler on fresh runs of benchmarks/straggler_signal.py (data/benchmarks/
+#: straggler-signal/confirmation*/): three of twelve runs with a busy process beside one rank
+#: gave 1.19-1.43, and three of twelve healthy unpinned-or-pinned runs 1.32-1.39 (the
+#: scheduler left one rank slower), where the recorded healthy runs reach 1.16 and a finding
+#: starts at 1.45: there a mild straggler and a healthy run overlap.
 BETWEEN = {
     "straggler": "a rank sharing its core with other work can look like this, and so can a "
     "healthy run on a busy machine; record the run again on a quiet machine, or compare with "
@@ -369,7 +371,7 @@ def verdict_line(result: dict) -> str:
     if result["healthy"] and result.get("beyond_healthy"):
         names = result["beyond_healthy"]
         return (
-            "most likely: nothing wrong, but not sure: no number reaches a finding, but "
+            "most likely: nothing wrong: no number reaches a finding, though "
             f"{'the number' if len(names) == 1 else 'the numbers'} of {', '.join(names)} "
             f"{'lies' if len(names) == 1 else 'lie'} beyond the healthy runs' range (see the "
             "notes)"
