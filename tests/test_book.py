@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -310,3 +311,17 @@ def _read_page(page, stem: str, run) -> list[str]:
             continue  # a coincidence in one cell, judged cell by cell by test_notebooks.py
         problems += [f"{stem} {exercise}: {leak}" for leak in screen_leaks(record, shown)]
     return problems
+
+
+def test_the_command_names_what_is_wrong(tmp_path):
+    # bad input: an error that names the folder and the lessons missing there, nothing built
+    empty = tmp_path / "replays"
+    empty.mkdir()
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "workshop.cli", "book", "--out", str(out)]
+    done = subprocess.run([*command, "--replays", str(empty)], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert f"workshop book: {empty}: no executed copy of 00-welcome.ipynb, " in done.stderr
+    assert not out.exists()
+    zero = subprocess.run([*command, "--jobs", "0"], capture_output=True, text=True)
+    assert zero.returncode == 2 and "--jobs 0: at least 1" in zero.stderr
