@@ -15,7 +15,7 @@ html_title = "Horovod performance workshop"
 extensions = ["myst_nb"]
 nb_execution_mode = "off"
 # Lessons render in the toctree's order; solutions are already left out (workshop/book.py).
-exclude_patterns = ["_build", "_downloads", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_downloads", "**/.ipynb_checkpoints", ".workshop-book"]
 myst_heading_anchors = 3
 nb_merge_streams = True
 

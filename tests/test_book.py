@@ -325,3 +325,12 @@ def test_the_command_names_what_is_wrong(tmp_path):
     assert not out.exists()
     zero = subprocess.run([*command, "--jobs", "0"], capture_output=True, text=True)
     assert zero.returncode == 2 and "--jobs 0: at least 1" in zero.stderr
+
+
+def test_a_staging_folder_not_made_by_the_book_is_not_emptied(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "mine.txt").write_text("keep me")
+    with pytest.raises(book.BookError, match="was not staged by workshop book"):
+        book.stage({}, src, LINKS)
+    assert (src / "mine.txt").read_text() == "keep me"

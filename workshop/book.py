@@ -59,6 +59,10 @@ PACKAGE_PATH = re.compile(r"(site-packages|dist-packages|/workshop/)[^\s:]*\.py:
 KERNEL_WARNING = re.compile(r"^\S*ipykernel_\d+/\d+\.py:\d+: (\w+: [^\n]*)\n(?:  [^\n]*\n)?", re.M)
 
 
+# The mark of a staging folder this module made (and may empty again).
+STAGED = ".workshop-book"
+
+
 class BookError(Exception):
     """A lesson cannot go into the book as it is: names the lesson, the cell and why."""
 
@@ -314,8 +318,14 @@ def stage(executed: dict[str, Path], src: Path, links: Links, repo: Path = REPO_
     import nbformat
 
     if src.exists():
+        if not (src / STAGED).exists():
+            raise BookError(
+                f"{src} exists and was not staged by workshop book (no {STAGED} in it): "
+                "nothing removed; choose another --out"
+            )
         shutil.rmtree(src)
     (src / "notebooks").mkdir(parents=True)
+    (src / STAGED).write_text("staged by workshop book: emptied by the next build\n")
     (src / "docs").mkdir()
     (src / "_downloads").mkdir()
     shutil.copy(repo / "book" / "conf.py", src / "conf.py")
