@@ -273,9 +273,9 @@ def _read_page(page, stem: str, run) -> list[str]:
     broken = page.evaluate(BROKEN_IMAGES_JS)
     if broken:
         problems.append(f"{stem}: broken images: {broken}")
-    figures = page.locator("main .cell_output img").count()
-    if figures != _figures(run.for_reader()):
-        problems.append(f"{stem}: {figures} figures, the replay drew {_figures(run.for_reader())}")
+    figures, drawn = page.locator("main .cell_output img").count(), _figures(run.for_reader())
+    if figures != drawn:
+        problems.append(f"{stem}: {figures} figures, the replay drew {drawn}")
     text = page.locator("main").inner_text()
     markers = ("Traceback", "Error:", "site-packages", "widget-view+json", "interactive(")
     for marker in (*markers, "ipykernel_", f"{REPO}/"):

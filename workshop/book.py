@@ -376,7 +376,6 @@ def build_book(
     *,
     replays: Path | None = None,
     jobs: int = 2,
-    notebooks_dir: Path = NOTEBOOKS_DIR,
     progress: Callable[[str], None] = print,
 ) -> Book:
     """Replay (or take ``replays``), prepare, stage and build: ``out/html``.
@@ -385,7 +384,7 @@ def build_book(
         BookError: a lesson that cannot go into the book, or a failed Sphinx build (its
             messages included).
     """
-    notebooks = lessons(notebooks_dir)
+    notebooks = lessons()
     links = repository_links()
     start = time.perf_counter()
     if replays is None:
