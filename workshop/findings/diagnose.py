@@ -223,7 +223,7 @@ def diagnose(
 #: What a number between the healthy range and a finding's threshold says. Measured for the
 #: straggler on fresh runs of benchmarks/straggler_signal.py (data/benchmarks/
 #: straggler-signal/confirmation*/): three of twelve runs with a busy process beside one rank
-#: gave 1.19-1.43, and three of twelve healthy unpinned-or-pinned runs 1.32-1.39 (the
+#: gave 1.19-1.43, and three of twelve healthy runs, all unpinned, 1.32-1.39 (the
 #: scheduler left one rank slower), where the recorded healthy runs reach 1.16 and a finding
 #: starts at 1.45: there a mild straggler and a healthy run overlap.
 BETWEEN = {
