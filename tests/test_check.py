@@ -465,7 +465,7 @@ def test_runner_loads_nothing_beside_the_script_but_its_observer(tmp_path):
     loaded = ast.literal_eval(result.stdout.strip())
     # (the runner itself is __main__)
     assert loaded == [
-        "workshop", "workshop.check", "workshop.check.observe", "workshop.check.verdicts",
+        "workshop", "workshop.check", "workshop.check.evidence", "workshop.check.observe",
         "workshop.paths",
     ]  # fmt: skip
     # the launcher's names are still there, loaded on first use

@@ -34,11 +34,11 @@ bit (Horovod's averaged gradients are bitwise equal on every rank: 40 steps of a
 Adam, PyTorch and TensorFlow, Gloo, np=2, were).
 """
 
-from workshop.check.verdicts import CHECK_NAMES, Check, judge
+from workshop.check.evidence import CHECK_NAMES, Check
 
-# The launcher's names are imported on first use: every rank of a check imports
-# workshop.check.runner, which must load nothing the learner's script does not (the launcher
-# brings workshop.launch and pandas: 0.25 CPU-s a rank).
+# The launcher's names and the verdicts are imported on first use: every rank of a check
+# imports workshop.check.runner, which must load nothing the learner's script does not (the
+# launcher brings workshop.launch and pandas: 0.25 CPU-s a rank).
 LAUNCH_NAMES = ("CheckError", "Report", "check_script")
 __all__ = ["CHECK_NAMES", "Check", "CheckError", "Report", "check_script", "judge"]
 
@@ -48,6 +48,10 @@ def __getattr__(name: str):
         from workshop.check import launch
 
         return getattr(launch, name)
+    if name == "judge":
+        from workshop.check.verdicts import judge
+
+        return judge
     raise AttributeError(f"module 'workshop.check' has no attribute {name!r}")
 
 

@@ -21,6 +21,9 @@ import os
 import re
 from collections.abc import Callable
 
+from workshop.check.evidence import ranks_text
+from workshop.check.steps import unequal_steps
+
 # A traceback frame: File "PATH", line N, in NAME, then the source line (when Python has it).
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in [^\n]*\n(?P<code>[^\n]*)')
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s'\"<>),]+")
@@ -176,15 +179,12 @@ def explain_shutdown(observations: dict[int, dict], rank: int) -> str | None:
     finished: the finished rank shut Horovod down, and ``rank`` still submitted a collective
     (from which line; with the unequal step counts that usually cause it). None when no other
     rank finished."""
-    from workshop.check.verdicts import ranks_text, unequal_steps
-
     error = (observations.get(rank) or {}).get("error") or {}
     if "shut down" not in (error.get("message") or ""):
         return None
     done = sorted(r for r, obs in observations.items() if r != rank and obs.get("status") == "ok")
     if not done:
         return None
-    observations[rank]
     frame = _script_frame(error)
     at = f" at {_where(frame)}" if frame else ""
     steps = {

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workshop.check.verdicts import ranks_text, unequal_steps
+from workshop.check.evidence import ranks_text
+from workshop.check.steps import unequal_steps
 
 #: A run in which no rank made progress for this long while every rank waited in a
 #: collective is stalled.
