@@ -21,6 +21,9 @@ The problems, with the number that gives each away (ids as in ``workshop diagnos
 ``small_batch``           ``comm_share``: the share of a step the least-waiting rank spends
                           waiting for the allreduces (communication-bound steps).
 ``input_pipeline``        ``data_share``: the share of a step spent taking the batch.
+``oversubscribed``        ``core_sharing``: threads the ranks run per core of a host (ranks x
+                          threads per rank / cores, from run.json): above 1 the ranks wait for
+                          a core, and every timing above is measured on shared cores.
 ========================  ===================================================================
 
 A number is called a *finding* when it lies beyond the healthy range by more than its
@@ -54,6 +57,7 @@ __all__ = [
     "comm_share",
     "compute_by_rank",
     "compute_ratio",
+    "core_sharing",
     "cycle_interval_ms",
     "data_share",
     "evidence",
@@ -68,6 +72,7 @@ __all__ = [
 #: Problem ids, in the order ties are broken (and ``crashed`` for a run that did not end well).
 PROBLEM_IDS = (
     "crashed",
+    "oversubscribed",
     "straggler",
     "lr_not_scaled",
     "fusion_off",
@@ -368,6 +373,70 @@ def lr_ratio(record: dict, metrics: pd.DataFrame) -> float:
     global_batch = config["batch_size"] * passes * config["np"]
     linear = scaled_lr(config["lr"], global_batch, base, "linear")
     return float(metrics["lr"].iloc[-1] / linear)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranks and cores
+
+SHARING_COLUMNS = ("host", "ranks", "threads_per_rank", "cores", "threads_per_core")
+
+
+def _threads_per_rank(record: dict) -> int:
+    """The compute threads each rank ran: what the ranks reported (summary.json), else the
+    option, else OMP_NUM_THREADS, else 1."""
+    config, env = record.get("config") or {}, record.get("env") or {}
+    for value in (
+        (record.get("result") or {}).get("threads_per_rank"),
+        config.get("threads_per_rank"),
+        env.get("OMP_NUM_THREADS"),
+    ):
+        try:
+            if value and int(value) > 0:
+                return int(value)
+        except (TypeError, ValueError):
+            continue
+    return 1
+
+
+def core_sharing(record: dict) -> pd.DataFrame:
+    """How many threads the ranks ran per core of each host, from run.json.
+
+    The ranks of a run without a cluster all run on the launching host (``host.cores``). The
+    nodes of an emulated cluster (``cluster.emulated``) are namespaces of one machine: all
+    ranks share its cores. On a real cluster each node's ranks are counted from
+    ``cluster.rank_hosts``, against the launching host's cores (nodes alike).
+
+    Returns:
+        One row per host that ran ranks: ``host``, ``ranks``, ``threads_per_rank``, ``cores``,
+        ``threads_per_core`` (ranks x threads per rank / cores: above 1, more threads than
+        cores). Empty when run.json lacks np or the cores.
+    """
+    config, host = record.get("config") or {}, record.get("host") or {}
+    np_, cores = config.get("np"), host.get("cores")
+    if not np_ or not cores:
+        return pd.DataFrame(columns=list(SHARING_COLUMNS))
+    threads = _threads_per_rank(record)
+    cluster = record.get("cluster") or {}
+    if cluster.get("rank_hosts") and not cluster.get("emulated"):
+        per_host: dict[str, int] = {}
+        for name in cluster["rank_hosts"].values():
+            per_host[name] = per_host.get(name, 0) + 1
+    elif cluster.get("emulated"):
+        nodes = ", ".join(cluster.get("nodes") or [])
+        per_host = {f"this machine (emulated nodes {nodes} share its cores)": int(np_)}
+    else:
+        per_host = {host.get("hostname") or "this host": int(np_)}
+    rows = [
+        {
+            "host": name,
+            "ranks": ranks,
+            "threads_per_rank": threads,
+            "cores": int(cores),
+            "threads_per_core": ranks * threads / cores,
+        }
+        for name, ranks in per_host.items()
+    ]
+    return pd.DataFrame(rows, columns=list(SHARING_COLUMNS))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Read one run directory (timeline optional), compute the evidence number of each "
             "known problem (straggler, lr_not_scaled, fusion_off, long_cycle_time, cache_off, "
-            "small_batch, input_pipeline, crashed), compare each with healthy runs and rank "
-            "the findings."
+            "small_batch, input_pipeline, crashed: which rank died first, oversubscribed: more "
+            "threads than cores), compare each with healthy runs and rank the findings."
         ),
     )
     parser.add_argument("run_dir", help="a run directory written by workshop run")

@@ -30,10 +30,12 @@ from workshop.analysis.diagnose import (
     MEASURES,
     SETTING_PROBLEMS,
     compare_with_reference,
+    core_sharing,
     evidence,
     reference_from_evidence,
     setting_notes,
 )
+from workshop.launch.exits import SIGNAL_MEANING, death_lines
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -52,6 +54,7 @@ __all__ = [
 #: Each problem in a few words, for "most likely: ...".
 TITLES = {
     "crashed": "the run did not finish",
+    "oversubscribed": "more threads than cores: the ranks share cores",
     "straggler": "a straggler",
     "lr_not_scaled": "the learning rate is not scaled to the global batch",
     "fusion_off": "tensor fusion is off",
@@ -64,6 +67,10 @@ TITLES = {
 FIXES = {
     "crashed": "read the failed rank's log (logs/rank.N.log) for its error; an interrupted run "
     "was stopped from outside (Ctrl-C, a walltime, a closed terminal): run it again",
+    "oversubscribed": "run at most one thread per core: fewer ranks per host (-np, or spread "
+    "them over more nodes), or fewer threads per rank (--threads-per-rank, OMP_NUM_THREADS); "
+    "mpirun refuses more ranks than slots unless told --oversubscribe. Then measure again: "
+    "the numbers of this run time the sharing of cores as much as Horovod",
     "straggler": "give every rank a core (or GPU) of its own: move the competing work off the "
     "slow rank's core (mpirun --bind-to core, fewer processes per node), or find why that "
     "rank computes slower",
@@ -118,22 +125,59 @@ def _crash_finding(record: dict) -> dict | None:
     failed = record.get("failed_ranks") or []
     which = f"; failed rank(s) {', '.join(map(str, failed))}" if failed else ""
     signal = f" by {record['signal']}" if record.get("signal") else ""
+    death = record.get("first_death") if status == "failed" else None
+    fix = FIXES["crashed"]
     if status == "interrupted":
         text = f"the run was interrupted{signal} before it finished"
     elif status == "stale":
         text = f"the run never recorded its end ({record.get('stale_reason', 'stale')})"
     elif status == "running":
         text = "the run is still running (or its launcher is on another host)"
+    elif death:
+        # The ranks that failed after it only lost their peer: the killed rank comes first.
+        said = death_lines(death)
+        meaning = SIGNAL_MEANING.get(death["signal"])
+        text = "; ".join(line for line in said if line != meaning)
+        fix = meaning or fix
     else:
         text = f"the run {status}{which}"
+    first = death["rank"] if death else failed[0] if failed else None
     return {
         "problem": "crashed",
         "measure": "status",
         "value": status,
-        "rank": failed[0] if failed else None,
+        "rank": first,
         "reference": {"expected": "ok"},
         "evidence": f"run.json: status {status}: {text}",
-        "fix": FIXES["crashed"],
+        "fix": fix,
+    }
+
+
+#: The problems whose numbers an oversubscribed run distorts: a rank that waits for a core
+#: computes slower (a straggler), its allreduces wait for the others (communication-bound),
+#: and Horovod's background thread starts its cycles late.
+DISTORTED = ("straggler", "small_batch", "long_cycle_time", "cache_off", "input_pipeline")
+
+
+def _oversubscribed_finding(record: dict) -> dict | None:
+    """More threads than cores on a host (``analysis.diagnose.core_sharing``), or None."""
+    sharing = core_sharing(record)
+    over = sharing[sharing["threads_per_core"] > 1]
+    if over.empty:
+        return None
+    worst = over.sort_values("threads_per_core", ascending=False).iloc[0]
+    threads = int(worst["threads_per_rank"])
+    return {
+        "problem": "oversubscribed",
+        "measure": "threads_per_core",
+        "value": round(float(worst["threads_per_core"]), 6),
+        "rank": None,
+        "reference": {"expected": "<= 1"},
+        "evidence": f"{int(worst['ranks'])} ranks x {threads} thread{'s' * (threads > 1)} "
+        f"on {int(worst['cores'])} cores of {worst['host']}: {worst['threads_per_core']:.2g} "
+        "threads per core (run.json: np, threads per rank, host cores); every timing of this run "
+        "is measured on shared cores",
+        "fix": FIXES["oversubscribed"],
     }
 
 
@@ -173,6 +217,10 @@ def diagnose(
     if crash:
         findings.append(crash)
         seen.add("crashed")
+    oversubscribed = _oversubscribed_finding(record)
+    if oversubscribed:
+        findings.append(oversubscribed)
+        seen.add("oversubscribed")
     measured = []
     for row in table.to_dict("records"):
         ref = {k: row[k] for k in ("min", "median", "max")} | {"source": source}
@@ -202,6 +250,15 @@ def diagnose(
                 }
             )
     notes = _notes(record, steps, tl, table, seen, settings)
+    distorted = [f["problem"] for f in findings if f["problem"] in DISTORTED]
+    if oversubscribed and distorted:
+        notes.insert(
+            0,
+            f"{', '.join(distorted)}: measured while the ranks shared cores (oversubscribed): "
+            "a rank that waits for a core looks slow, and the others wait for it in the "
+            "allreduces; fix the oversubscription and measure again before acting on "
+            f"{'it' if len(distorted) == 1 else 'them'}.",
+        )
     between = _beyond_healthy(table, seen, settings)
     notes += [
         f"{row['problem']}: {_evidence_text(row)}, beyond the healthy runs' "
@@ -382,7 +439,7 @@ def verdict_line(result: dict) -> str:
         )
     top = result["findings"][0]
     title = TITLES[top["problem"]]
-    if top["problem"] == "straggler" and top.get("rank") is not None:
+    if top["problem"] in ("straggler", "crashed") and top.get("rank") is not None:
         title += f", rank {top['rank']}"
     return f"most likely: {title}: {top['evidence'].split(' (')[0]}"
 
