@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
+from workshop.launch.exits import death_lines, first_death, oom_kill_count
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.launch.stopping import (
@@ -416,6 +417,7 @@ def run_one(
         print("$ " + shlex.join(argv), flush=True)
 
     start, started_wall = time.perf_counter(), time.time()
+    oom_kills_before = oom_kill_count()
     previous = stop_on_signals()
     try:
         launch_exit_code, stopped_by = _run_launcher(argv, env, run_dir, quiet, previous)
@@ -431,6 +433,8 @@ def run_one(
             record["cluster"]["rank_hosts_seen"] = _hosts_seen(run_dir, config.np)
         if cluster and record["status"] == "failed":
             record["first_failure"] = _cluster_failure(run_dir, cluster)
+        if record["status"] == "failed":
+            record["first_death"] = _first_death(run_dir, config.np, oom_kills_before)
         write_json(run_dir / "run.json", record)
     finally:
         restore_handlers(previous)
@@ -441,7 +445,9 @@ def run_one(
             stopped_by,
         )
     if record["status"] != "ok":
-        message = _failure_message(run_dir, launch_exit_code, record["rank_status"])
+        message = _failure_message(
+            run_dir, launch_exit_code, record["rank_status"], record.get("first_death")
+        )
         if record.get("first_failure"):
             failure = record["first_failure"]
             message += (
@@ -458,6 +464,22 @@ def _cluster_failure(run_dir: Path, cluster: ClusterLaunch) -> dict | None:
     text = log.read_text(errors="replace") if log.exists() else ""
     hosts = {int(rank): host for rank, host in cluster.record["rank_hosts"].items()}
     return first_failure(text, hosts)
+
+
+def _first_death(run_dir: Path, np: int, oom_kills_before: int | None) -> dict | None:
+    """The rank a signal killed, if one did, from logs/launcher.log and the ranks' logs, with
+    the out-of-memory kills the cgroup counted during the run (:mod:`workshop.launch.exits`)."""
+    logs = run_dir / "logs"
+    launcher = logs / "launcher.log"
+    launcher_text = launcher.read_text(errors="replace") if launcher.exists() else ""
+    rank_logs = {
+        rank: path.read_text(errors="replace")
+        for rank in range(np)
+        if (path := logs / f"rank.{rank}.log").exists()
+    }
+    after = oom_kill_count()
+    oom_kills = after - oom_kills_before if None not in (after, oom_kills_before) else None
+    return first_death(launcher_text, rank_logs, oom_kills)
 
 
 def _hosts_seen(run_dir: Path, np: int) -> dict[str, str | None]:
@@ -569,14 +591,23 @@ def _result_fields(run_dir: Path, data: dict) -> dict:
     }
 
 
-def _failure_message(run_dir: Path, exit_code: int | None, statuses: dict) -> str:
+def _failure_message(
+    run_dir: Path, exit_code: int | None, statuses: dict, death: dict | None = None
+) -> str:
+    """The failed run in words: the rank a signal killed first (and what that usually means),
+    then each rank that crashed with its log's last line."""
     failed = [rank for rank, state in statuses.items() if state == "failed"]
     lines = [f"run failed (launcher exit code {exit_code}); run directory {run_dir}"]
+    if death:
+        lines += [f"  {line}" for line in death_lines(death)]
+        log = run_dir / "logs" / f"rank.{death['rank']}.log"
+        lines.append(f"  (rank {death['rank']}'s log: {log})")
+        failed = [rank for rank in failed if str(rank) not in death.get("peers", {})]
     for rank in failed:
         log = run_dir / "logs" / f"rank.{rank}.log"
         tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
         lines.append(f"  rank {rank} crashed: {' '.join(tail)}  (log: {log})")
-    if not failed:
+    if not failed and not death:
         silent = [rank for rank, state in statuses.items() if state != "ok"]
         lines.append(
             f"  ranks without a clean end: {silent or 'none'}; "

@@ -1,0 +1,239 @@
+"""The rank that died first: a rank killed by a signal is named before the ranks that failed
+only because their peer vanished (``workshop run``'s message, run.json's ``first_death``,
+``workshop diagnose``), each against its near miss: a rank that raised an exception."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workshop.findings.diagnose import diagnose, diagnose_lines
+from workshop.launch.exits import death_lines, first_death, rank_exits, signal_of_exit
+from workshop.readers.runs import read_run
+
+# horovodrun (Gloo) after rank 1 was SIGKILLed: rank 0's Gloo allreduce lost its peer. The
+# launcher prints one "Process N exit" line per failed rank as each ends, then its error names
+# the first to end (sorted by time).
+GLOO_KILLED = """\
+[0]<stdout>:Epoch 1: loss 2.1
+Process 1 exit with status code 137.
+[0]<stderr>:RuntimeError: Gloo allreduce failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection reset by peer
+Process 0 exit with status code 1.
+RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job to be terminated. The first process to do so was:
+Process name: 1
+Exit code: 137
+"""  # noqa: E501
+RANK0_PEER_GONE = (
+    "Traceback (most recent call last):\n  ...\nhorovod.common.exceptions.HorovodInternalError: "
+    "Gloo allreduce failed: ... Connection reset by peer\n"
+)
+# The near miss: rank 1 raised; rank 0 then lost its peer the same way.
+GLOO_RAISED = """\
+Process 1 exit with status code 1.
+Process 0 exit with status code 1.
+RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job to be terminated. The first process to do so was:
+Process name: 1
+Exit code: 1
+"""  # noqa: E501
+
+
+def test_signal_of_exit_reads_a_shells_and_pythons_codes():
+    # a shell reports signal N as 128 + N (137 = 128 + 9); Python's Popen as -N
+    assert [signal_of_exit(c) for c in (137, -9, 143, -15, 139)] == [
+        "SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM", "SIGSEGV",
+    ]  # fmt: skip
+    # ordinary exit statuses, and 255 (ssh's own failure: 255 - 128 = 127 is no signal)
+    assert [signal_of_exit(c) for c in (0, 1, 2, 128, 255)] == [None] * 5
+
+
+def test_a_sigkilled_rank_is_named_before_the_rank_that_lost_its_peer():
+    death = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE, 1: "Epoch 1 ...\n"}, oom_kills=0)
+    assert death["rank"] == 1 and death["signal"] == "SIGKILL" and death["exit_code"] == 137
+    assert death["peers"] == {"0": "Connection reset by peer"}
+    lines = death_lines(death)
+    assert lines[0] == (
+        "rank 1 died first: killed by SIGKILL from outside (exit code 137, horovodrun: "
+        '"Process 1 exit with status code 137.")'
+    )
+    assert lines[1].startswith('rank 0 failed only because its peer vanished ("Connection')
+    assert "out-of-memory killer" in lines[-1] and "memory.events" in lines[-1]
+    assert "dmesg" in lines[-1] and "--batch-size" in lines[-1]
+
+
+def test_the_killed_rank_comes_first_even_when_the_launcher_names_its_peer_first():
+    # rank 0 noticed first and exited first: the launcher's "first process" is rank 0, but it
+    # only lost its peer; the rank a signal ended is the cause
+    log = (
+        GLOO_KILLED.replace("Process 1 exit with status code 137.\n", "").replace(
+            "Process name: 1\nExit code: 137", "Process name: 0\nExit code: 1"
+        )
+        + "Process 1 exit with status code -9.\n"
+    )
+    death = first_death(log, {0: RANK0_PEER_GONE})
+    assert (death["rank"], death["signal"], death["exit_code"]) == (1, "SIGKILL", -9)
+
+
+def test_a_rank_that_raised_is_no_death_by_signal():
+    exits = rank_exits(GLOO_RAISED)
+    assert {(e["rank"], e["exit_code"]) for e in exits} == {(0, 1), (1, 1)}
+    assert all(e["signal"] is None for e in exits)
+    assert first_death(GLOO_RAISED, {0: RANK0_PEER_GONE}) is None
+
+
+def test_mpirun_and_srun_reports_of_a_killed_rank():
+    mpirun = (
+        "Primary job  terminated normally, but 1 process returned\n"
+        "mpirun noticed that process rank 1 with PID 4242 on node nodeb exited on signal 9 "
+        "(Killed).\n"
+    )
+    death = first_death(mpirun, {})
+    assert (death["rank"], death["signal"], death["launcher"]) == (1, "SIGKILL", "mpirun")
+    srun = (
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=12.0. Some of the step tasks "
+        "have been OOM Killed.\nsrun: error: nodeb: task 1: Killed\n"
+    )
+    death = first_death(srun, {})
+    assert (death["rank"], death["signal"], death["launcher"]) == (1, "SIGKILL", "srun")
+    assert 'the launcher\'s log reports it: "oom_kill"' in death_lines(death)
+    # a task that exited with a status of its own is not killed
+    assert first_death("srun: error: nodeb: task 1: Exited with exit code 1\n", {}) is None
+
+
+def test_an_oom_kill_counted_in_the_cgroup_is_said():
+    death = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=1)
+    assert any("rank 1 ran out of memory" in line for line in death_lines(death))
+    # none counted: nothing claimed
+    quiet = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=0)
+    assert not any("rank 1 ran out of memory" in line for line in death_lines(quiet))
+
+
+# A run that died before any number: no metrics, no step times, no timeline, no reference.
+NO_NUMBERS = (
+    pd.DataFrame(),
+    pd.DataFrame(),
+    None,
+    pd.DataFrame(columns=["problem", "measure", "min", "median", "max"]),
+    "t",
+)
+
+
+def _record(**fields) -> dict:
+    return {"config": {"np": 2}, "status": "failed", "failed_ranks": [0]} | fields
+
+
+def test_diagnose_names_the_killed_rank_and_what_sigkill_means():
+    death = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=None)
+    result = diagnose(_record(first_death=death), *NO_NUMBERS)
+    top = result["findings"][0]
+    assert top["problem"] == "crashed" and top["rank"] == 1
+    assert top["evidence"].startswith(
+        "run.json: status failed: rank 1 died first: killed by SIGKILL from outside"
+    )
+    assert "rank 0 failed only because its peer vanished" in top["evidence"]
+    assert top["fix"].startswith("SIGKILL from outside usually means the out-of-memory killer")
+    assert diagnose_lines(result)[0].startswith(
+        "most likely: the run did not finish, rank 1: run.json: status failed: rank 1 died first"
+    )
+
+
+def test_diagnose_of_a_rank_that_raised_still_sends_to_its_log():
+    result = diagnose(_record(failed_ranks=[1], first_death=None), *NO_NUMBERS)
+    top = result["findings"][0]
+    assert top["evidence"] == "run.json: status failed: the run failed; failed rank(s) 1"
+    assert "logs/rank.N.log" in top["fix"] and "SIGKILL" not in top["fix"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Live: real 2-rank runs (Gloo)
+
+
+def _workshop(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "workshop.cli", *args], capture_output=True, text=True,
+        timeout=300, env=os.environ | (env or {}),
+    )  # fmt: skip
+
+
+def _rank_processes(launcher) -> dict[int, object]:
+    import psutil
+
+    ranks = {}
+    for child in psutil.Process(launcher.pid).children(recursive=True):
+        try:
+            if child.cmdline()[1:3] == ["-m", "workshop.train.torch_train"]:
+                ranks[int(child.environ()["HOROVOD_RANK"])] = child
+        except (psutil.Error, KeyError):
+            continue
+    return ranks
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    import psutil
+
+    try:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+    except psutil.Error:
+        pass
+    process.kill()
+
+
+@pytest.mark.live
+def test_live_a_sigkilled_rank_is_named_first(tmp_path, cpu_lock, horovod_ready):
+    run_dir = tmp_path / "killed"
+    argv = [sys.executable, "-m", "workshop.cli", "run", "-np", "2", "--epochs", "50",
+            "--no-timeline", "--out", str(tmp_path), "--name", "killed"]  # fmt: skip
+    launcher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(240, _kill_tree, [launcher])  # never leave a 50-epoch run
+    watchdog.start()
+    try:
+        for line in launcher.stdout:
+            if line.startswith("Epoch 1:"):
+                break
+        ranks = _rank_processes(launcher)
+        assert sorted(ranks) == [0, 1]
+        ranks[1].send_signal(signal.SIGKILL)  # as the out-of-memory killer does
+        output = launcher.stdout.read()
+        launcher.wait(timeout=120)
+    finally:
+        watchdog.cancel()
+        _kill_tree(launcher)
+    print(output)
+    assert launcher.returncode == 1, output
+    run = read_run(run_dir)
+    death = run["first_death"]
+    assert death["rank"] == 1 and death["signal"] == "SIGKILL", death
+    assert death["exit_code"] in (137, -9)
+    assert "0" in death["peers"], (run_dir / "logs" / "rank.0.log").read_text()[-2000:]
+    assert "rank 1 died first: killed by SIGKILL from outside" in output
+    assert "rank 0 failed only because its peer vanished" in output
+    assert "rank 0 crashed" not in output  # its own "crash" is only the consequence
+    diagnosed = _workshop("diagnose", str(run_dir), "--json")
+    top = json.loads(diagnosed.stdout)["findings"][0]
+    assert top["rank"] == 1 and "out-of-memory killer" in top["fix"], top
+    text = _workshop("diagnose", str(run_dir)).stdout
+    print(text)
+    assert text.startswith("most likely: the run did not finish, rank 1: run.json: status failed")
+
+
+@pytest.mark.live
+def test_live_a_rank_that_raised_is_not_called_killed(
+    tmp_path, cpu_lock, horovod_ready, tiny_run_argv
+):
+    result = _workshop(*tiny_run_argv(tmp_path, "raised"), env={"WORKSHOP_FAIL_RANK": "1"})
+    print(result.stderr)
+    assert result.returncode == 1
+    run = read_run(Path(tmp_path / "raised"))
+    assert run["first_death"] is None and run["failed_ranks"] == [1]
+    assert "rank 1 crashed" in result.stderr and "died first" not in result.stderr
+    text = _workshop("diagnose", str(tmp_path / "raised")).stdout
+    assert "failed rank(s) 1" in text and "SIGKILL" not in text
