@@ -43,11 +43,13 @@ PEER_GONE_WORDS = (
     "Gloo all-reduce failed",
     "Gloo allreduce failed",
     "Read error",
-    "HorovodInternalError",
     "Horovod has been shut down",
     "MPI_ERR_",
     "unhandled system error",
+    "HorovodInternalError",
 )
+# horovodrun 0.28 ends the other ranks (SIGTERM) once one has failed: their 143 is its doing.
+_TEARDOWN = re.compile(r"^Terminating remaining workers after failure of Process (\d+)\.", re.M)
 
 #: What each signal that ends a rank from outside usually means, and what to do about it.
 SIGNAL_MEANING = {
@@ -174,20 +176,37 @@ def first_death(
         "oom_in_log"}``: ``peers`` maps each other rank whose log says a peer vanished to the
         words that say it.
     """
-    killed = [e for e in rank_exits(launcher_log) if e["signal"]]
+    exits = rank_exits(launcher_log)
+    teardown = _TEARDOWN.search(launcher_log)
+    if teardown:  # the launcher's own SIGTERMs after the first failure are no one's cause
+        exits = [
+            e
+            for e in exits
+            if not (e["signal"] == "SIGTERM" and launcher_log.find(e["line"]) > teardown.start())
+        ]
+    killed = [e for e in exits if e["signal"]]
     if not killed:
         return None
-    # The launcher may name a rank that failed because of the kill first: a rank killed by a
-    # signal did not fail of its own accord, so it died first.
+    # The first rank to end decides: a rank that raised an error of its own (not a lost peer)
+    # before any kill is the ordinary failure, and the signals after it are consequences.
     first = killed[0]
+    ended_first = exits[0]
+    if not ended_first["signal"]:
+        own_log = rank_logs.get(ended_first["rank"], "")
+        if not _peer_gone(own_log):
+            return None
     peers = {
         rank: words
         for rank, text in sorted(rank_logs.items())
         if rank != first["rank"] and (words := _peer_gone(text))
     }
+    if teardown:
+        stopped = {e["rank"] for e in rank_exits(launcher_log) if e["signal"] == "SIGTERM"}
+        for rank in sorted(stopped - set(peers) - {first["rank"]}):
+            peers[rank] = f"stopped by {first['launcher']} after rank {first['rank']}'s end"
     oom_line = _OOM_WORDS.search(launcher_log)
     return first | {
-        "peers": {str(rank): words for rank, words in peers.items()},
+        "peers": {str(rank): words for rank, words in sorted(peers.items())},
         "oom_kills": oom_kills,
         "oom_in_log": oom_line.group(0) if oom_line else None,
     }
@@ -202,11 +221,15 @@ def death_lines(death: dict) -> list[str]:
         f"rank {death['rank']} died first: killed by {death['signal']}{outside} "
         f'({code}{death["launcher"]}: "{death["line"]}")'
     ]
+    consequence = f"a consequence of rank {death['rank']}'s end, not a cause"
     for rank, words in (death.get("peers") or {}).items():
-        lines.append(
-            f'rank {rank} failed only because its peer vanished ("{words}" in its log): a '
-            f"consequence of rank {death['rank']}'s end, not a cause"
-        )
+        if words.startswith("stopped by"):
+            lines.append(f"rank {rank} was {words}: {consequence}")
+        else:
+            lines.append(
+                f'rank {rank} failed only because its peer vanished ("{words}" in its log): '
+                f"{consequence}"
+            )
     if death.get("oom_kills"):
         lines.append(
             f"the out-of-memory killer ended {death['oom_kills']} process(es) in this run's "
