@@ -213,3 +213,23 @@ def test_findings_state_numbers(seed004):
     text = "\n".join(lines)
     assert "11.64x" in text and "30.10x" in text and "1.85x" in text
     assert "Amdahl" in text
+
+
+def test_round_speedups_pair_each_round_with_its_own_np1_and_the_raw_compute():
+    import pandas as pd
+
+    from workshop.analysis import round_speedups
+
+    runs = pd.DataFrame({"round": [1, 1, 2, 2, 3, 3], "np": [1, 2, 1, 2, 1, 2],
+                         "samples_per_s": [100.0, 150.0, 50.0, 80.0, 100.0, 140.0]})  # fmt: skip
+    raw = pd.DataFrame({"round": [1, 1, 2, 2, 3, 3], "procs": [1, 2, 1, 2, 1, 2],
+                        "total_samples_per_s": [10.0, 19.0, 10.0, 18.0, 10.0, 19.5]})  # fmt: skip
+    table = round_speedups(runs, raw).set_index("what")
+    horovod = table.loc["Horovod np=2"]
+    # within rounds: 1.5, 1.6, 1.4 (round 2's slow minute moved both runs); the near miss,
+    # pooled medians across rounds, would give 140 / 100 = 1.4
+    assert (horovod.speedup_min, horovod.speedup_median, horovod.speedup_max) == (1.4, 1.5, 1.6)
+    assert horovod.verdict == "higher in every round" and horovod.rounds == 3
+    assert table.loc["2 independent processes"].speedup_median == 1.9
+    with pytest.raises(ValueError, match="every round needs exactly one run with np = 1"):
+        round_speedups(runs.drop(index=2))  # round 2 lost its np=1 run

@@ -535,3 +535,48 @@ def scaling_groups(runs: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
             groups.append((key, group))
     groups.sort(key=lambda item: (-item[1]["np"].nunique(), -len(item[1])))
     return groups
+
+
+def round_speedups(runs: pd.DataFrame, baseline: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The throughput speedup of each worker count over np=1, per round, beside the raw compute
+    speedup of as many independent processes measured in the same rounds.
+
+    The ratio of the raw compute is the ceiling this machine puts on a speedup (shared memory
+    bandwidth and caches); the gap between the two is what Horovod adds: its background thread,
+    the allreduce and the waiting.
+
+    Args:
+        runs: a sweep's runs with ``round``, ``np`` and ``samples_per_s`` (``workshop sweep
+            --rounds N``, read with :func:`workshop.readers.sweep.read_sweep`), one run with
+            np=1 per round.
+        baseline: :func:`workshop.readers.sweep.read_compute_baseline` of the same sweep, or
+            None.
+
+    Returns:
+        One row per measured speedup: ``what`` (``"Horovod np=N"`` or ``"N independent
+        processes"``), ``workers``, ``rounds``, ``speedup_min``, ``speedup_median``,
+        ``speedup_max`` (over the rounds, each the ratio within its round) and ``verdict``
+        (:func:`workshop.analysis.benchmarks.paired_ratios`'s).
+
+    Raises:
+        ValueError: a missing column, or a round without exactly one np=1 run.
+    """
+    from workshop.analysis.benchmarks import paired_ratios
+
+    require_columns(runs, ["round", "np", "samples_per_s"], "round_speedups", frame="runs")
+    rows = []
+    table = paired_ratios(runs.dropna(subset=["round"]), "np", "samples_per_s", 1)
+    for row in table.iloc[1:].itertuples():
+        rows.append((f"Horovod np={row.np}", row.np, row))
+    if baseline is not None and len(baseline):
+        raw = paired_ratios(baseline, "procs", "total_samples_per_s", 1)
+        for row in raw.iloc[1:].itertuples():
+            rows.append((f"{row.procs} independent processes", row.procs, row))
+    return pd.DataFrame(
+        [
+            {"what": what, "workers": int(workers), "rounds": row.rounds,
+             "speedup_min": row.ratio_min, "speedup_median": row.ratio_median,
+             "speedup_max": row.ratio_max, "verdict": row.verdict}
+            for what, workers, row in rows
+        ]
+    )  # fmt: skip

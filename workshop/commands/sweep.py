@@ -45,6 +45,31 @@ def register(subparsers) -> None:
         metavar="DIR",
         help="re-run the grid recorded in DIR/sweep.json, skipping finished points",
     )
+    add(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the whole grid N times, round by round (compare timings within a round)",
+    )
+    add(
+        "--record",
+        action="store_true",
+        help="record on a quiet machine: wait until other work uses < 0.05 cores, measure the "
+        "other work during each run (run.json 'recording'), and record a disturbed run again "
+        "(how every timing in data/ is made)",
+    )
+    add(
+        "--compute-baseline",
+        action="store_true",
+        help="each round, also time the same network's step in 1 and max(np) independent "
+        "processes without Horovod (compute-baseline.jsonl): the ceiling of a speedup here",
+    )
+    add(
+        "--one-at-a-time",
+        action="store_true",
+        help="not every combination: a baseline (each option's first value) and one run per "
+        "other value of each option, the rest at the baseline (knobs against the default)",
+    )
     add("--dry-run", action="store_true", help="list the points and exit")
     add("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=main)
@@ -79,13 +104,17 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"workshop sweep: {exc}", file=sys.stderr)
             return 2
+        manifest = json.loads((sweep_dir / "sweep.json").read_text())
+        for key in ("rounds", "record", "compute_baseline", "one_at_a_time"):
+            if key in manifest:
+                setattr(args, key, manifest[key])
     else:
         base, grid = grid_from_args(args)
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         sweep_dir = args.out or runs_dir() / f"sweep-{stamp}"
     cores = os.cpu_count() or 1
     try:
-        points = expand_grid(base, grid)
+        points = expand_grid(base, grid, one_at_a_time=getattr(args, "one_at_a_time", False))
         check_points(points)
     except ValueError as exc:
         print(f"workshop sweep: {exc}", file=sys.stderr)
@@ -93,14 +122,25 @@ def main(args: argparse.Namespace) -> int:
     note = f"this machine has {cores} cores"
     if base.oversubscribe and max(grid["np"]) > cores:
         note += f"; np up to {max(grid['np'])} OVERSUBSCRIBED (ranks share cores)"
-    print(f"sweep of {len(points)} runs into {sweep_dir} ({note})")
+    rounds = getattr(args, "rounds", 1)
+    if rounds > 1:
+        note += f"; {rounds} rounds"
+    print(f"sweep of {len(points) * rounds} runs into {sweep_dir} ({note})")
     if args.dry_run:
         for name, _ in points:
             print(f"  {name}")
         return 0
     try:
         summary = run_sweep(
-            sweep_dir, base, grid, command=["workshop", *sys.argv[1:]], progress=not args.quiet
+            sweep_dir,
+            base,
+            grid,
+            command=["workshop", *sys.argv[1:]],
+            progress=not args.quiet,
+            rounds=getattr(args, "rounds", 1),
+            record=getattr(args, "record", False),
+            compute_baseline=getattr(args, "compute_baseline", False),
+            one_at_a_time=getattr(args, "one_at_a_time", False),
         )
     except (KeyboardInterrupt, RunInterrupted) as exc:
         print(f"\ninterrupted; run the same command again to resume ({sweep_dir})")

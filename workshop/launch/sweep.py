@@ -12,6 +12,15 @@ The sweep directory holds one run directory per grid point and ``sweep.json``, t
 ``loadavg_1min`` is the machine's 1-minute load average when the point started: on a shared
 machine, a load above the core count means other work competed with the run and its timings.
 
+With ``rounds`` > 1 the whole grid runs that many times, round by round (``r2-p01-np2`` is
+point 1 of round 2): a timing is then compared with the other points *of its round*, so that a
+slow minute of the machine shifts a whole round rather than one setting. With ``record`` every
+run goes through :func:`workshop.launch.quiet.recorded` (waits for a quiet machine, measures
+the other work during the run, records a disturbed run again: the recording path for
+``data/``); with ``compute_baseline`` each round also measures the raw compute of 1 and of
+max(np) independent processes (:mod:`workshop.train.compute_probe`) into
+``compute-baseline.jsonl``, the ceiling a speedup on this machine can reach.
+
 Sweeping a different grid into the same folder adds its points (the earlier ones stay listed,
 with their grid in ``history``), so one folder can hold e.g. a small-batch reference and a
 large-batch LR grid. A point is finished when a run directory in the sweep folder has run.json
@@ -44,12 +53,17 @@ def _label(key: str, value) -> str:
     return f"{GRID_LABELS.get(key, key)}{text}"
 
 
-def expand_grid(base: RunConfig, grid: dict[str, list]) -> list[tuple[str, RunConfig]]:
+def expand_grid(
+    base: RunConfig, grid: dict[str, list], *, one_at_a_time: bool = False
+) -> list[tuple[str, RunConfig]]:
     """Every combination of the grid values applied to ``base``, with a run name for each.
 
     Args:
         base: the configuration shared by all points.
         grid: RunConfig field -> list of values (keys of one value still vary nothing).
+        one_at_a_time: instead of every combination, a baseline (each key's first value) and
+            one point per other value of each key, the rest kept at the baseline: knobs
+            compared one by one with the default (``p00-baseline``, ``p01-fusion0``, ...).
 
     Returns:
         ``[(name, config), ...]`` in grid order; names look like ``p03-np2-bs64-lrlinear-wu1``
@@ -66,6 +80,14 @@ def expand_grid(base: RunConfig, grid: dict[str, list]) -> list[tuple[str, RunCo
         if not values:
             raise ValueError(f"sweep grid: no values for {key!r}")
     keys = list(grid)
+    if one_at_a_time:
+        baseline = dataclasses.replace(base, **{k: values[0] for k, values in grid.items()})
+        points = [("p00-baseline", baseline)]
+        for key in keys:
+            for value in grid[key][1:]:
+                name = f"p{len(points):02d}-{_label(key, value)}"
+                points.append((name, dataclasses.replace(baseline, **{key: value})))
+        return points
     varying = [k for k in keys if len(grid[k]) > 1]
     points = []
     for index, combo in enumerate(itertools.product(*(grid[k] for k in keys))):
@@ -104,14 +126,15 @@ def _config_matches(recorded: dict, wanted: dict) -> bool:
 
 
 def finished_runs(sweep_dir: Path) -> list[tuple[str, dict]]:
-    """(run directory name, config) of every run in ``sweep_dir`` whose status is ok."""
+    """(run directory name, config) of every run in ``sweep_dir`` whose status is ok (a run
+    kept although its recording was disturbed, ``recording.quiet`` false, is not finished)."""
     done = []
     for run_json in sorted(Path(sweep_dir).glob("*/run.json")):
         try:
             record = json.loads(run_json.read_text())
         except (OSError, json.JSONDecodeError):
             continue  # a broken run directory is simply not finished
-        if record.get("status") == "ok":
+        if record.get("status") == "ok" and (record.get("recording") or {}).get("quiet", True):
             done.append((run_json.parent.name, record.get("config", {})))
     return done
 
@@ -131,6 +154,10 @@ def run_sweep(
     command: list[str] | None = None,
     progress: bool = True,
     launcher: Callable[..., Path] = run_one,
+    rounds: int = 1,
+    record: bool = False,
+    compute_baseline: bool = False,
+    one_at_a_time: bool = False,
 ) -> pd.DataFrame:
     """Run every grid point not yet finished, into ``sweep_dir``; write ``sweep.json``.
 
@@ -145,12 +172,16 @@ def run_sweep(
         progress: show a tqdm progress bar.
         launcher: the function that runs one point (``workshop.launch.run.run_one``; tests
             pass a stand-in).
+        rounds: how many times the grid runs, round by round (see the module).
+        record: record on a quiet machine (:func:`workshop.launch.quiet.recorded`).
+        compute_baseline: measure the raw compute of independent processes each round.
+        one_at_a_time: each knob against the baseline alone (:func:`expand_grid`).
 
     Returns:
         The summary: one row per point with ``point``, the varying grid keys, ``status``
         (``ok``, ``skipped`` = finished earlier, ``failed``, ``interrupted``, ``pending``),
         ``run`` (directory name), ``duration_s``, ``final_test_accuracy``,
-        ``samples_per_s`` (median over epochs >= 2).
+        ``samples_per_s`` (median over epochs >= 2), and ``round`` when ``rounds`` > 1.
 
     Raises:
         ValueError: if a point cannot run here (see :func:`check_points`).
@@ -159,25 +190,39 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     sweep_dir = Path(sweep_dir)
-    points = expand_grid(base, grid)
+    if rounds < 1:
+        raise ValueError(f"sweep: --rounds must be at least 1, not {rounds}")
+    points = expand_grid(base, grid, one_at_a_time=one_at_a_time)
     check_points(points)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = sweep_dir / "sweep.json"
     manifest, kept = _start_manifest(manifest_path, base, grid, points, command)
-    entries = _point_entries(points, finished_runs(sweep_dir))
+    manifest |= {"rounds": rounds, "record": record, "compute_baseline": compute_baseline,
+                 "one_at_a_time": one_at_a_time}  # fmt: skip
+    round_points = _rounds(points, rounds)
+    entries = _point_entries(round_points, finished_runs(sweep_dir))
     manifest["points"] = kept + entries
     _write_manifest(manifest_path, manifest)
 
-    todo = [(entry, config) for entry, (_, config) in zip(entries, points, strict=True)]
+    todo = [(entry, config) for entry, (_, config) in zip(entries, round_points, strict=True)]
     todo = [(e, c) for e, c in todo if e["status"] == "pending"]
-    bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or not todo)
+    baselines = _baselines_todo(sweep_dir, base, grid, rounds) if compute_baseline else {}
+    total = len(todo) + sum(len(v) for v in baselines.values())
+    bar = tqdm(total=total, desc="sweep", unit="run", disable=not progress or not total)
     try:
-        for entry, config in todo:
-            bar.set_postfix_str(entry["name"])
-            try:
-                _run_point(entry, config, sweep_dir, launcher, command, bar.write)
-            finally:
-                _write_manifest(manifest_path, manifest)
+        for round_ in range(1, rounds + 1):
+            for entry, config in todo:
+                if entry.get("round", 1) != round_:
+                    continue
+                bar.set_postfix_str(entry["name"])
+                try:
+                    _run_point(entry, config, sweep_dir, launcher, command, bar.write, record)
+                finally:
+                    _write_manifest(manifest_path, manifest)
+                    bar.update(1)
+            for procs in baselines.get(round_, []):
+                bar.set_postfix_str(f"r{round_} compute x{procs}")
+                _record_baseline(sweep_dir, base, round_, procs, record, bar.write)
                 bar.update(1)
     finally:
         bar.close()
@@ -214,26 +259,90 @@ def _start_manifest(
     return manifest, kept
 
 
+def _rounds(points: list[tuple[str, RunConfig]], rounds: int) -> list[tuple[str, RunConfig]]:
+    """The points of every round, round by round; names get ``r<round>-`` when rounds > 1."""
+    if rounds == 1:
+        return points
+    return [(f"r{r}-{name}", config) for r in range(1, rounds + 1) for name, config in points]
+
+
 def _point_entries(
     points: list[tuple[str, RunConfig]], done: list[tuple[str, dict]]
 ) -> list[dict]:
     """One manifest entry per point: ``skipped`` when a finished run in ``done`` (see
-    :func:`finished_runs`) has its configuration, else ``pending``."""
-    entries = []
+    :func:`finished_runs`) has its configuration (each finished run stands for one point: the
+    rounds of one configuration take the finished runs in name order), else ``pending``."""
+    entries, used = [], set()
     for name, config in points:
         wanted = dataclasses.asdict(config)
-        match = next((run for run, recorded in done if _config_matches(recorded, wanted)), None)
-        entries.append(
-            {
-                "name": name,
-                "config": wanted,
-                "status": "skipped" if match else "pending",
-                "run": match,
-                "duration_s": None,
-                "error": None,
-            }
-        )
+        match = next(
+            (run for run, recorded in done
+             if run not in used and _config_matches(recorded, wanted)),
+            None,
+        )  # fmt: skip
+        if match:
+            used.add(match)
+        entry = {
+            "name": name,
+            "config": wanted,
+            "status": "skipped" if match else "pending",
+            "run": match,
+            "duration_s": None,
+            "error": None,
+        }
+        if name.startswith("r") and name.split("-", 1)[0][1:].isdigit():
+            entry["round"] = int(name.split("-", 1)[0][1:])
+        entries.append(entry)
     return entries
+
+
+BASELINE_FILE = "compute-baseline.jsonl"
+
+
+def _baselines_todo(
+    sweep_dir: Path, base: RunConfig, grid: dict[str, list], rounds: int
+) -> dict[int, list[int]]:
+    """round -> process counts whose raw compute is still to measure (1 and max(np))."""
+    from workshop.readers.sweep import read_compute_baseline
+
+    counts = sorted({1, max(grid.get("np") or [base.np])})
+    done = read_compute_baseline(sweep_dir)
+    have = set(zip(done["round"], done["procs"], strict=True)) if len(done) else set()
+    return {r: [n for n in counts if (r, n) not in have] for r in range(1, rounds + 1)}
+
+
+def _record_baseline(
+    sweep_dir: Path,
+    base: RunConfig,
+    round_: int,
+    procs: int,
+    record: bool,
+    report: Callable[[str], None],
+) -> None:
+    """Measure the raw compute of ``procs`` independent processes (the sweep's network and
+    per-worker batch) and append it to ``compute-baseline.jsonl``; recorded on a quiet machine
+    like the runs when ``record`` (a disturbed measurement is taken again)."""
+    from workshop.launch import quiet
+    from workshop.train.compute_probe import measure
+
+    disturbed = []
+    for attempt in range(1, 6):
+        waited = quiet.wait_for_quiet(report=report) if record else {}
+        with quiet.measured() as load:
+            result = measure(base.dataset, base.batch_size, procs)
+        if not record or load.foreign_cores <= quiet.MAX_FOREIGN_CORES or attempt == 5:
+            break
+        disturbed.append(round(load.foreign_cores, 3))
+        report(f"r{round_} compute x{procs}: other work took {load.foreign_cores:.2f} cores; "
+               "measuring again")  # fmt: skip
+    result = {"round": round_, **result, "recording": {
+        "schema": quiet.SCHEMA, "max_foreign_cores": quiet.MAX_FOREIGN_CORES, **waited,
+        "seconds": round(load.seconds, 2), "foreign_cpu_s": round(load.foreign_cpu_s, 2),
+        "foreign_cores": round(load.foreign_cores, 3), "disturbed_attempts": disturbed,
+        "quiet": load.foreign_cores <= quiet.MAX_FOREIGN_CORES,
+    }}  # fmt: skip
+    with open(sweep_dir / BASELINE_FILE, "a") as handle:
+        handle.write(json.dumps(result) + "\n")
 
 
 def _run_point(
@@ -243,24 +352,39 @@ def _run_point(
     launcher: Callable[..., Path],
     command: list[str] | None,
     report: Callable[[str], None],
+    record: bool = False,
 ) -> None:
     """Run one point and record in its manifest ``entry`` how it ended. A failed run is
     reported and the sweep goes on; a stopped one (Ctrl-C, SIGTERM, SIGHUP) stops the sweep
-    too, so the exception is raised again."""
+    too, so the exception is raised again. With ``record``, on a quiet machine (a point whose
+    every attempt was disturbed, or that found no quiet moment, is ``failed``)."""
+    from workshop.launch import quiet
+
     # Other work on the machine skews timings: record the load each point started at.
     entry["loadavg_1min"] = round(os.getloadavg()[0], 2)
     start = time.perf_counter()
+
+    def launch() -> Path:
+        return launcher(config, out_dir=sweep_dir, name=entry["name"], quiet=True,
+                        command=command)  # fmt: skip
+
     try:
-        run_dir = launcher(
-            config, out_dir=sweep_dir, name=entry["name"], quiet=True, command=command
-        )
+        if record:
+            # the setting: the point's name without its round and index (``fp16``, ``np2``)
+            setting = entry["name"].split("-", 2 if "round" in entry else 1)[-1]
+            extra = {"point": entry["name"], "setting": setting} | (
+                {"round": entry["round"]} if "round" in entry else {}
+            )
+            run_dir = quiet.recorded(launch, extra=extra, report=report)
+        else:
+            run_dir = launch()
         entry["status"] = "ok"
         entry["run"] = Path(run_dir).name
     except (RunInterrupted, KeyboardInterrupt):
         entry["status"] = "interrupted"
         entry["run"] = _newest_run(sweep_dir, entry["name"])
         raise
-    except RunError as exc:
+    except (RunError, quiet.BusyMachine) as exc:
         entry["status"] = "failed"
         entry["error"] = str(exc)
         entry["run"] = _newest_run(sweep_dir, entry["name"])
@@ -292,9 +416,13 @@ def summarize(sweep_dir: str | Path, manifest: dict | None = None) -> pd.DataFra
             raise FileNotFoundError(f"{path}: missing; is {sweep_dir} a sweep directory?")
         manifest = json.loads(path.read_text())
     varying = [k for k, v in manifest.get("grid", {}).items() if len(v) > 1]
+    if manifest.get("one_at_a_time"):
+        varying = []  # every point differs from the baseline in one knob: its name says which
     rows = []
     for entry in manifest["points"]:
         row = {"point": entry["name"]}
+        if "round" in entry:
+            row["round"] = entry["round"]
         row |= {k: entry["config"].get(k) for k in varying}
         row |= {"status": entry["status"], "run": entry["run"], "duration_s": entry["duration_s"]}
         accuracy = rate = float("nan")

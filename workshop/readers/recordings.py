@@ -53,3 +53,69 @@ def list_recordings(root: Path | str | None = None) -> pd.DataFrame:
     return pd.DataFrame(
         rows, columns=["kind", "scenario", "description", "files", "size_kb", "path"]
     )
+
+
+#: The list of data/ folders whose timings were recorded before the quiet-machine gate.
+PENDING_FILE = "quiet-pending.json"
+
+
+def quiet_problems(root: Path | str | None = None) -> list[str]:
+    """What breaks the quiet-machine rule among the performance recordings under ``root``
+    (default: the data folder): every run directory that finished (``status: ok``) must hold
+    the ``recording`` record of :func:`workshop.launch.quiet.recorded` with ``quiet`` true and
+    ``foreign_cores`` within the threshold, and every compute-baseline entry likewise, unless
+    its folder is listed in ``quiet-pending.json`` (recorded before the gate existed; each
+    listed folder must still hold such a run, so the list only shrinks).
+
+    Returns:
+        One line per problem, naming the file and what is wrong (empty: all good).
+    """
+    import json
+
+    from workshop.launch.quiet import MAX_FOREIGN_CORES
+
+    root = Path(root) if root else data_dir()
+    pending_path = root / PENDING_FILE
+    pending = []
+    if pending_path.exists():
+        pending = [f.rstrip("/") for f in json.loads(pending_path.read_text())["folders"]]
+    still_pending: set[str] = set()
+    problems = []
+
+    def judge(where: str, record: dict | None) -> None:
+        if record is None:
+            listed = next((p for p in pending if where == p or where.startswith(p + "/")), None)
+            if listed:
+                still_pending.add(listed)
+            else:
+                problems.append(f"{where}: no 'recording' record (not recorded through "
+                                "workshop.launch.quiet: `workshop sweep --record`)")  # fmt: skip
+            return
+        limit = record.get("max_foreign_cores")
+        foreign = record.get("foreign_cores")
+        if limit is None or foreign is None or limit > MAX_FOREIGN_CORES:
+            problems.append(f"{where}: 'recording' lacks foreign_cores or has a threshold above "
+                            f"{MAX_FOREIGN_CORES} ({record})")  # fmt: skip
+        elif foreign > limit or not record.get("quiet"):
+            problems.append(f"{where}: disturbed: other work took {foreign} cores (threshold "
+                            f"{limit})")  # fmt: skip
+
+    for run_json in sorted(root.rglob("run.json")):
+        where = str(run_json.parent.relative_to(root))
+        try:
+            record = json.loads(run_json.read_text())
+        except (OSError, ValueError) as exc:
+            problems.append(f"{where}/run.json: unreadable ({exc})")
+            continue
+        if record.get("status") == "ok":
+            judge(where, record.get("recording"))
+    for baseline in sorted(root.rglob("compute-baseline.jsonl")):
+        where = str(baseline.relative_to(root))
+        for number, line in enumerate(baseline.read_text().splitlines(), start=1):
+            if line.strip():
+                judge(f"{where}:{number}", json.loads(line).get("recording"))
+    for folder in pending:
+        if folder not in still_pending:
+            problems.append(f"{PENDING_FILE}: {folder} holds no run without the record any more "
+                            "(or does not exist): take it off the list")  # fmt: skip
+    return problems

@@ -61,6 +61,10 @@ def _run_row(run_dir: Path, record: dict, metrics: pd.DataFrame) -> dict:
     data = record.get("data") or {}
     row["synthetic_data"] = data.get("synthetic")
     row["cores"] = (record.get("host") or {}).get("cores")
+    recording = record.get("recording") or {}
+    row["round"] = recording.get("round")
+    row["setting"] = recording.get("setting")
+    row["foreign_cores"] = recording.get("foreign_cores")
     row["duration_s"] = record.get("duration_s")
     row["init_time_s"] = summary.get("init_time_s")
     row["train_time_s"] = summary.get("train_time_s")
@@ -109,7 +113,11 @@ def read_sweep(path: str | Path, *, only_ok: bool = True) -> tuple[pd.DataFrame,
         ``timeline``, ``mpi_profile``, ``seed``, ``data``, ``oversubscribe``; runs recorded
         before an option existed get its default), ``global_batch_size`` (batch x np x
         backward passes per step),
-        ``synthetic_data``, ``cores`` (of the machine), ``duration_s`` (launch wall time),
+        ``synthetic_data``, ``cores`` (of the machine), ``round`` (a sweep's round, None
+        outside rounds), ``setting`` (a recorded sweep point's name without round and
+        index: ``baseline``, ``fp16``, ``np2``; None when not recorded), ``foreign_cores``
+        (other work during a recorded run, None when the run was not recorded through
+        :mod:`workshop.launch.quiet`), ``duration_s`` (launch wall time),
         ``init_time_s``, ``train_time_s``, ``total_time_s`` (summary.json), ``lr_effective``,
         ``epochs_done``, ``first_epoch_s``, ``steady_epoch_time_s``
         (median training time of epochs >= 2), ``samples_per_s`` (median of epochs >= 2, all
@@ -154,3 +162,41 @@ def read_sweep(path: str | Path, *, only_ok: bool = True) -> tuple[pd.DataFrame,
         if column in epochs:
             epochs[column] = pd.to_numeric(epochs[column])
     return runs, epochs
+
+
+def read_compute_baseline(path: str | Path) -> pd.DataFrame:
+    """The raw compute measured beside a sweep (``compute-baseline.jsonl``, written by
+    ``workshop sweep --compute-baseline``): one row per round and process count.
+
+    Returns:
+        Columns ``round``, ``procs``, ``dataset``, ``batch_size``, ``window_s``,
+        ``total_samples_per_s`` (all processes together), ``per_process_samples_per_s`` (a
+        list), ``foreign_cores`` (other work meanwhile; None if not recorded). Empty (with
+        these columns) when the sweep has no such file.
+
+    Raises:
+        ValueError: naming the file and line of a malformed entry.
+    """
+    columns = ["round", "procs", "dataset", "batch_size", "window_s", "total_samples_per_s",
+               "per_process_samples_per_s", "foreign_cores"]  # fmt: skip
+    file = Path(path) / "compute-baseline.jsonl"
+    if not file.exists():
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for number, line in enumerate(file.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            rows.append({
+                "round": int(entry["round"]), "procs": int(entry["procs"]),
+                "dataset": entry["dataset"], "batch_size": int(entry["batch_size"]),
+                "window_s": float(entry["window_s"]),
+                "total_samples_per_s": float(entry["total_samples_per_s"]),
+                "per_process_samples_per_s": list(entry["samples_per_s"]),
+                "foreign_cores": (entry.get("recording") or {}).get("foreign_cores"),
+            })  # fmt: skip
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            message = f"{file}, line {number}: not a compute-baseline entry ({exc})"
+            raise ValueError(message) from exc
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,323 @@
+"""Recording on a quiet machine: the one path by which a performance sample for ``data/`` is made.
+
+A timing is evidence only when nothing else competed with the run for the CPU. On a 2-core
+machine, one other busy process takes a core from one of the two ranks, and the step of both
+(they wait for each other in every allreduce) slows by up to 2x: an effect larger than most
+that the lessons teach. So every recorded run goes through :func:`recorded`:
+
+1. **before** the run, wait until other work has stayed under :data:`MAX_FOREIGN_CORES` over a
+   :data:`QUIET_WINDOW_S` window (progress printed while it waits, naming the busiest other
+   processes);
+2. **during** the run, measure the CPU time other processes took: the machine's busy time
+   (``/proc/stat``) minus this process's and its children's (the launcher and the ranks it
+   waited for) minus the processes the run started inside the emulated cluster's network
+   namespaces (ranks started over ssh are not our children: they are sampled from ``/proc``);
+3. write both into the run's ``run.json`` under ``recording`` and, when other work took more
+   than :data:`MAX_FOREIGN_CORES` on average over the run, delete the run and record it again
+   (``attempts`` at most; every disturbed attempt stays listed).
+
+The threshold, 0.05 cores (5 % of one core) on average: a foreign load of ``c`` cores slows
+the slowest rank's step by at most about ``c`` (its core's share), and the ranks wait for the
+slowest, so 0.05 cores keeps the disturbance at or under 5 %, half the smallest difference a
+lesson calls an effect (10 %). An idle machine of this kind measures 0.00-0.02 cores (kernel
+threads, the recorder's own sampling is counted as ours).
+
+``tests/test_data.py`` fails for a performance recording in ``data/`` whose run.json lacks the
+record or exceeds the threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: Other work allowed beside a recorded run, in cores, averaged over the run (see the module).
+MAX_FOREIGN_CORES = 0.05
+#: Seconds the machine must stay under the threshold before a run starts.
+QUIET_WINDOW_S = 5.0
+#: Longest wait for a quiet machine before a recording gives up (an error, nothing recorded).
+QUIET_TIMEOUT_S = 1800.0
+#: How often the processes started over ssh inside the emulated cluster are sampled.
+SAMPLE_S = 0.5
+SCHEMA = 1
+
+
+class BusyMachine(RuntimeError):
+    """The machine did not become quiet in time, or every attempt was disturbed."""
+
+
+def busy_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy since boot (``/proc/stat``: user, nice,
+    system, irq, softirq, steal), or NaN where there is no /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process (all its threads) and of its children that have ended and
+    been waited for (a launcher, and the ranks it waited for, roll up into it)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _proc_stat(pid: str) -> tuple[str, int, float] | None:
+    """(command name, parent pid, CPU seconds) of a process, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
+    fields = rest.split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return name, int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
+
+
+def _host_netns() -> str | None:
+    try:
+        return os.readlink("/proc/1/ns/net")
+    except OSError:
+        return None
+
+
+def _cluster_pids(host_netns: str | None, own: set[int]) -> dict[int, float]:
+    """pid -> CPU seconds of the processes in another network namespace than the host's (the
+    emulated cluster's nodes: only our own code makes them) that are not this recorder's
+    descendants: what a cluster run started over ssh."""
+    found = {}
+    if host_netns is None:
+        return found
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in own:
+            continue
+        try:
+            if os.readlink(proc / "ns" / "net") == host_netns:
+                continue
+        except OSError:
+            continue
+        stat = _proc_stat(proc.name)
+        if stat:
+            found[int(proc.name)] = stat[2]
+    return found
+
+
+def _descendants(root: int) -> set[int]:
+    parents = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and (stat := _proc_stat(proc.name)):
+            parents[int(proc.name)] = stat[1]
+    found, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == pid]
+        found.update(children)
+        frontier.extend(children)
+    return found
+
+
+def busiest_others(window_s: float = 1.0, top: int = 3) -> list[tuple[str, float]]:
+    """The ``top`` other processes by CPU over ``window_s`` seconds: (name, cores), for the
+    progress line of a wait (who keeps the machine busy)."""
+    mine = _descendants(os.getpid())
+
+    def snapshot() -> dict[int, tuple[str, float]]:
+        taken = {}
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit() and int(proc.name) not in mine:
+                if stat := _proc_stat(proc.name):
+                    taken[int(proc.name)] = (stat[0], stat[2])
+        return taken
+
+    before = snapshot()
+    time.sleep(window_s)
+    after = snapshot()
+    used = [(name, (cpu - before[pid][1]) / window_s)
+            for pid, (name, cpu) in after.items() if pid in before]  # fmt: skip
+    return sorted((u for u in used if u[1] > 0.01), key=lambda u: -u[1])[:top]
+
+
+def foreign_cores_now(window_s: float) -> float:
+    """Cores other work kept busy over the next ``window_s`` seconds (this process's own CPU
+    time taken out)."""
+    busy, ours = busy_cpu_s(), own_cpu_s()
+    time.sleep(window_s)
+    return max(0.0, (busy_cpu_s() - busy) - (own_cpu_s() - ours)) / window_s
+
+
+def wait_for_quiet(
+    *,
+    max_cores: float = MAX_FOREIGN_CORES,
+    window_s: float = QUIET_WINDOW_S,
+    timeout_s: float = QUIET_TIMEOUT_S,
+    report: Callable[[str], None] = print,
+) -> dict:
+    """Wait until other work has stayed under ``max_cores`` for ``window_s`` seconds.
+
+    Progress: a line every 30 s of waiting, with the foreign load and its busiest processes.
+
+    Returns:
+        ``waited_s`` and ``quiet_before_cores`` (the load of the window that passed).
+
+    Raises:
+        BusyMachine: not quiet within ``timeout_s`` (the message says how busy, and by whom).
+    """
+    started = time.monotonic()
+    last_report = started
+    while True:
+        load = foreign_cores_now(window_s)
+        waited = time.monotonic() - started
+        if load <= max_cores:
+            return {"waited_s": round(waited, 1), "quiet_before_cores": round(load, 3)}
+        others = ", ".join(f"{name} {cores:.2f}" for name, cores in busiest_others())
+        if waited >= timeout_s:
+            raise BusyMachine(
+                f"the machine was not quiet for {timeout_s:.0f} s: other work used "
+                f"{load:.2f} cores (threshold {max_cores}; busiest: {others or 'short-lived'}). "
+                "Stop the other work (tests, builds, notebooks) and record again."
+            )
+        if time.monotonic() - last_report >= 30:
+            last_report = time.monotonic()
+            busiest = others or "short-lived"
+            report(
+                f"waiting for a quiet machine ({waited:.0f} s): other work uses {load:.2f} "
+                f"cores, threshold {max_cores} (busiest: {busiest})"
+            )
+
+
+class ForeignLoad:
+    """Measures, while it runs, the CPU seconds that other work took (see the module)."""
+
+    def __init__(self) -> None:
+        self._host_netns = _host_netns()
+        self._stop = threading.Event()
+        self._remote_start: dict[int, float] = {}
+        self._remote_last: dict[int, float] = {}
+        # Only a run on the emulated cluster starts ranks outside our process tree.
+        self._cluster = any(Path("/run/netns").glob("wsc-*"))
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> ForeignLoad:
+        self._wall = time.monotonic()
+        self._busy, self._ours = busy_cpu_s(), own_cpu_s()
+        if self._cluster:
+            self._remote_start = _cluster_pids(self._host_netns, _descendants(os.getpid()))
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            for pid, cpu in _cluster_pids(self._host_netns, _descendants(os.getpid())).items():
+                self._remote_last[pid] = cpu
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._cluster:
+            self._thread.join()
+        self.seconds = time.monotonic() - self._wall
+        remote = sum(cpu - self._remote_start.get(pid, 0.0)
+                     for pid, cpu in self._remote_last.items())  # fmt: skip
+        self.remote_cpu_s = max(0.0, remote)
+        self.own_cpu_s = own_cpu_s() - self._ours
+        self.busy_cpu_s = busy_cpu_s() - self._busy
+        self.foreign_cpu_s = max(0.0, self.busy_cpu_s - self.own_cpu_s - self.remote_cpu_s)
+
+    @property
+    def foreign_cores(self) -> float:
+        return self.foreign_cpu_s / self.seconds if self.seconds > 0 else 0.0
+
+
+def add_record(run_dir: Path, record: dict) -> None:
+    """Add ``record`` to ``run_dir/run.json`` under ``recording`` (written atomically: a
+    crash leaves the old file whole)."""
+    path = Path(run_dir) / "run.json"
+    data = json.loads(path.read_text())
+    data["recording"] = record
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def recorded(
+    run: Callable[[], Path],
+    *,
+    attempts: int = 5,
+    max_cores: float = MAX_FOREIGN_CORES,
+    extra: dict | None = None,
+    report: Callable[[str], None] = print,
+    wait: Callable[..., dict] = wait_for_quiet,
+    measure: Callable[[], ForeignLoad] = ForeignLoad,
+) -> Path:
+    """Run ``run()`` (which makes one run directory and returns it) on a quiet machine.
+
+    Args:
+        run: makes the run; called again for each attempt.
+        attempts: how many times a disturbed run is recorded again.
+        max_cores: the threshold (default :data:`MAX_FOREIGN_CORES`).
+        extra: more fields for the record (e.g. the sweep's round).
+        report: where progress lines go.
+        wait: the quiet wait (tests pass a stand-in).
+        measure: makes the foreign-load measurement (tests pass a stand-in).
+
+    Returns:
+        The run directory of the first undisturbed attempt; its run.json holds ``recording``:
+        ``schema``, ``max_foreign_cores``, ``waited_s``, ``quiet_before_cores``,
+        ``seconds``, ``foreign_cpu_s``, ``foreign_cores``, ``remote_cpu_s`` (ranks started
+        over ssh, counted as the run's own), ``loadavg_before``, ``disturbed_attempts`` (the
+        foreign cores of each attempt deleted and recorded again), ``quiet`` (True).
+
+    Raises:
+        BusyMachine: no quiet moment, or every attempt disturbed (the last one's directory is
+            kept, its record says ``quiet: false``, and the message names it).
+    """
+    disturbed: list[float] = []
+    for attempt in range(1, attempts + 1):
+        waited = wait(max_cores=max_cores, report=report)
+        loadavg = [round(x, 2) for x in os.getloadavg()]
+        with measure() as load:
+            run_dir = Path(run())
+        quiet = load.foreign_cores <= max_cores
+        record = {
+            "schema": SCHEMA,
+            "max_foreign_cores": max_cores,
+            **waited,
+            "seconds": round(load.seconds, 2),
+            "foreign_cpu_s": round(load.foreign_cpu_s, 2),
+            "foreign_cores": round(load.foreign_cores, 3),
+            "remote_cpu_s": round(load.remote_cpu_s, 2),
+            "loadavg_before": loadavg,
+            "disturbed_attempts": list(disturbed),
+            "quiet": quiet,
+            **(extra or {}),
+        }
+        if quiet:
+            add_record(run_dir, record)
+            return run_dir
+        if attempt == attempts:
+            add_record(run_dir, record)
+            raise BusyMachine(
+                f"{run_dir}: every one of {attempts} attempts was disturbed (other work took "
+                f"{', '.join(f'{c:.2f}' for c in [*disturbed, load.foreign_cores])} cores; "
+                f"threshold {max_cores}); the last one is kept with quiet: false"
+            )
+        disturbed.append(round(load.foreign_cores, 3))
+        report(f"{run_dir.name}: other work took {load.foreign_cores:.2f} cores "
+               f"(threshold {max_cores}); recording it again")  # fmt: skip
+        shutil.rmtree(run_dir)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def measured() -> Iterator[ForeignLoad]:
+    """The foreign load of the block, for recordings that are not run directories (the
+    compute probe of a scaling sweep): ``with measured() as load: ...``."""
+    with ForeignLoad() as load:
+        yield load

@@ -1,0 +1,139 @@
+"""The raw compute of a training step, with no Horovod: what N independent processes reach.
+
+A scaling sweep asks how much faster np ranks train than one. On a small machine part of the
+answer is the machine itself: two processes on two cores share memory bandwidth and caches, so
+even two *independent* copies of the step do not run 2x one. This probe measures that ceiling
+the same way the ranks train (the same network and batch, one compute thread, each process
+bound to a core of its own), so a lesson can show Horovod's speedup beside it::
+
+    python -m workshop.train.compute_probe --dataset cifar10 --batch-size 64 --procs 2
+
+Each process runs forward, loss, backward and an SGD update on random tensors of the dataset's
+shape (the content does not change the arithmetic) and counts the steps that end inside a
+common timing window, which starts after every process has warmed up, so the windows overlap
+exactly. It prints one JSON line: ``procs``, ``samples_per_s`` (each process), ``total``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+#: Seconds between the launch and the common window: imports and warm-up steps fit in it.
+START_DELAY_S = 6.0
+SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
+
+
+def _one(dataset: str, batch_size: int, core: int, start_at: float, window_s: float) -> None:
+    import torch
+
+    from workshop.train.torch_train import build_model
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {core % (os.cpu_count() or 1)})
+    torch.set_num_threads(1)
+    torch.manual_seed(core)
+    model = build_model(dataset)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    inputs = torch.randn(batch_size, *SHAPES[dataset])
+    targets = torch.randint(0, 10, (batch_size,))
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+
+    while time.time() < start_at:  # warm up until the common window opens
+        step()
+    steps, end_at = 0, start_at + window_s
+    while time.time() < end_at:
+        step()
+        if time.time() <= end_at:  # only steps that ended inside the window count
+            steps += 1
+    print(json.dumps({"core": core, "samples_per_s": steps * batch_size / window_s}), flush=True)
+
+
+def measure(dataset: str, batch_size: int, procs: int, window_s: float = 10.0) -> dict:
+    """Start ``procs`` probe processes at once, each on its own core, and collect their rates.
+
+    Returns:
+        ``procs``, ``dataset``, ``batch_size``, ``window_s``, ``samples_per_s`` (list, one
+        per process) and ``total_samples_per_s``.
+
+    Raises:
+        RuntimeError: a probe process failed (with its output).
+    """
+    if dataset not in SHAPES:
+        raise ValueError(f"compute probe: dataset {dataset!r} is not one of {sorted(SHAPES)}")
+    start_at = time.time() + START_DELAY_S
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "workshop.train.compute_probe",
+                "--child",
+                "--dataset",
+                dataset,
+                "--batch-size",
+                str(batch_size),
+                "--core",
+                str(core),
+                "--start-at",
+                repr(start_at),
+                "--window-s",
+                str(window_s),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=os.environ | {"OMP_NUM_THREADS": "1"},
+        )  # fmt: skip
+        for core in range(procs)
+    ]
+    rates = []
+    try:
+        for child in children:
+            output, _ = child.communicate()
+            if child.returncode:
+                raise RuntimeError(f"compute probe exited with {child.returncode}:\n{output}")
+            rates.append(json.loads(output.strip().splitlines()[-1])["samples_per_s"])
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    return {
+        "procs": procs,
+        "dataset": dataset,
+        "batch_size": batch_size,
+        "window_s": window_s,
+        "samples_per_s": [round(r, 1) for r in rates],
+        "total_samples_per_s": round(sum(rates), 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=sorted(SHAPES), default="mnist")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--procs", type=int, default=1)
+    parser.add_argument("--window-s", type=float, default=10.0)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--core", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _one(args.dataset, args.batch_size, args.core, args.start_at, args.window_s)
+        return 0
+    print(json.dumps(measure(args.dataset, args.batch_size, args.procs, args.window_s)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
