@@ -330,16 +330,16 @@ def _record_baseline(
         waited = quiet.wait_for_quiet(report=report) if record else {}
         with quiet.measured() as load:
             result = measure(base.dataset, base.batch_size, procs)
-        if not record or load.foreign_cores <= quiet.MAX_FOREIGN_CORES or attempt == 5:
+        if not record or load.foreign_cores <= quiet.max_foreign_cores() or attempt == 5:
             break
         disturbed.append(round(load.foreign_cores, 3))
         report(f"r{round_} compute x{procs}: other work took {load.foreign_cores:.2f} cores; "
                "measuring again")  # fmt: skip
     result = {"round": round_, **result, "recording": {
-        "schema": quiet.SCHEMA, "max_foreign_cores": quiet.MAX_FOREIGN_CORES, **waited,
+        "schema": quiet.SCHEMA, "max_foreign_cores": quiet.max_foreign_cores(), **waited,
         "seconds": round(load.seconds, 2), "foreign_cpu_s": round(load.foreign_cpu_s, 2),
         "foreign_cores": round(load.foreign_cores, 3), "disturbed_attempts": disturbed,
-        "quiet": load.foreign_cores <= quiet.MAX_FOREIGN_CORES,
+        "quiet": load.foreign_cores <= quiet.max_foreign_cores(),
     }}  # fmt: skip
     with open(sweep_dir / BASELINE_FILE, "a") as handle:
         handle.write(json.dumps(result) + "\n")
