@@ -11,6 +11,10 @@ one function each, tried in order (:data:`_RULES`):
 - a data set read from a folder that does not exist here (a cluster path such as
   ``/soft/datascience/...``): which folder, and what to do.
 
+Horovod's own errors that a script causes (mismatched root ranks, shapes, dtypes, ops;
+``backward_passes_per_step``; a name submitted twice; no ``hvd.init()``) are explained first,
+by :mod:`workshop.check.horovod_errors`; tracebacks are read by :mod:`workshop.check.tracebacks`.
+
 The line named is the learner's own (the innermost frame of the script), not the library's.
 :func:`explain_shutdown` explains Horovod's "has been shut down" from what every rank did.
 """
@@ -22,10 +26,10 @@ import re
 from collections.abc import Callable
 
 from workshop.check.evidence import ranks_text
+from workshop.check.horovod_errors import explain_horovod_error
 from workshop.check.steps import unequal_steps
+from workshop.check.tracebacks import last_frame, script_frame, where
 
-# A traceback frame: File "PATH", line N, in NAME, then the source line (when Python has it).
-_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in [^\n]*\n(?P<code>[^\n]*)')
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s'\"<>),]+")
 # Words of a failed connection, from urllib, socket, requests and the libraries' own messages.
 _NETWORK_WORDS = (
@@ -45,43 +49,11 @@ _NETWORK_WORDS = (
 )
 
 
-def _last_frame(traceback_text: str) -> tuple[str, int, str] | None:
-    """(file, line number, source) of the innermost frame of a traceback, or None."""
-    frames = list(_FRAME.finditer(traceback_text))
-    if not frames:
-        return None
-    last = frames[-1]
-    return last["path"], int(last["line"]), last["code"].strip()
-
-
-def _script_frame(error: dict) -> tuple[str, int, str] | None:
-    """The innermost frame of the learner's script (the runner records its path), else the
-    innermost frame outside Python's and the libraries' folders, else the innermost one."""
-    frames = [
-        (f["path"], int(f["line"]), f["code"].strip())
-        for f in _FRAME.finditer(error.get("traceback") or "")
-    ]
-    if not frames:
-        return None
-    script = error.get("script")
-    own = [f for f in frames if script and f[0] == script]
-    if own:
-        return own[-1]
-    outside = [f for f in frames if "-packages/" not in f[0] and "/lib/python" not in f[0]]
-    return (outside or frames)[-1]
-
-
-def _where(frame: tuple[str, int, str]) -> str:
-    path, line, code = frame
-    name = path.rsplit("/", 1)[-1]
-    return f"line {line} of {name}" + (f" ({code})" if code else "")
-
-
 def _gpu_by_local_rank(error: dict, output: str) -> str | None:
-    frame = _last_frame(error.get("traceback") or "")
+    frame = last_frame(error.get("traceback") or "")
     if error.get("type") == "IndexError" and frame and "local_rank()" in frame[2]:
         return (
-            f"{_where(frame)} picks a GPU by hvd.local_rank(), but this machine has no GPU: "
+            f"{where(frame)} picks a GPU by hvd.local_rank(), but this machine has no GPU: "
             "the GPU list is empty. Guard it, as Horovod's examples do: `gpus = "
             "tf.config.list_physical_devices('GPU')`, then `if gpus: "
             "tf.config.set_visible_devices(gpus[hvd.local_rank()], 'GPU')`; on a CPU the ranks "
@@ -91,10 +63,10 @@ def _gpu_by_local_rank(error: dict, output: str) -> str | None:
     cuda_words = ("Torch not compiled with CUDA enabled", "No CUDA GPUs are available",
                   "Found no NVIDIA driver")  # fmt: skip
     if any(words in message for words in cuda_words):
-        frame = _script_frame(error)
-        where = f"{_where(frame)}: " if frame else ""
+        frame = script_frame(error)
+        place = f"{where(frame)}: " if frame else ""
         return (
-            f"{where}the script asks for a CUDA GPU, and this machine has none. Guard it: "
+            f"{place}the script asks for a CUDA GPU, and this machine has none. Guard it: "
             "`if torch.cuda.is_available(): torch.cuda.set_device(hvd.local_rank())`, and move "
             "the model and batches to the GPU only then (Horovod's examples use args.cuda)"
         )
@@ -129,14 +101,14 @@ def _missing_data(error: dict, output: str) -> str | None:
     message = error.get("message") or ""
     if not any(words in message for words in _MISSING_DATA_WORDS):
         return None
-    frame = _script_frame(error)
+    frame = script_frame(error)
     paths = _QUOTED_PATH.findall(message) + (_QUOTED_PATH.findall(frame[2]) if frame else [])
     path = next((p for p in paths if not os.path.exists(p)), None)
     if path is None:
         return None
-    where = f"{_where(frame)} " if frame else "the script "
+    place = f"{where(frame)} " if frame else "the script "
     return (
-        f"{where}reads its data from {path}, which does not exist on this machine (a path of "
+        f"{place}reads its data from {path}, which does not exist on this machine (a path of "
         "the cluster the script was written for?). Point it to a folder here, e.g. ./data, "
         "and pass download=True where the machine is online (Binder, a cluster's login "
         "node); offline, put the files in that folder first (torchvision: "
@@ -151,7 +123,9 @@ _RULES: tuple[Callable[[dict, str], str | None], ...] = (
 )
 
 
-def explain_crash(error: dict, output: str = "", rank: int | None = None) -> str | None:
+def explain_crash(
+    error: dict, output: str = "", rank: int | None = None, style: str = "torch"
+) -> str | None:
     """Plain words for a rank's crash, or None when no rule knows it.
 
     Args:
@@ -160,6 +134,8 @@ def explain_crash(error: dict, output: str = "", rank: int | None = None) -> str
         output: the run's combined output (horovodrun's ``[rank]<stream>:`` lines): where a
             library printed the URL it was downloading.
         rank: the rank that crashed (to read only its lines of ``output``).
+        style: the script's API (``torch``, ``tf``, ``keras``), for the fix of a Horovod error
+            (:mod:`workshop.check.horovod_errors`).
 
     >>> explain_crash({"type": "ValueError", "message": "bad batch", "traceback": ""}) is None
     True
@@ -167,11 +143,10 @@ def explain_crash(error: dict, output: str = "", rank: int | None = None) -> str
     if rank is not None:
         mine = [line for line in output.splitlines() if line.startswith(f"[{rank}]")]
         output = "\n".join(mine) or output
+    found = explain_horovod_error(error, style)
     for rule in _RULES:
-        found = rule(error, output)
-        if found:
-            return "What happened: " + found + "."
-    return None
+        found = found or rule(error, output)
+    return "What happened: " + found + "." if found else None
 
 
 def explain_shutdown(observations: dict[int, dict], rank: int) -> str | None:
@@ -185,8 +160,8 @@ def explain_shutdown(observations: dict[int, dict], rank: int) -> str | None:
     done = sorted(r for r, obs in observations.items() if r != rank and obs.get("status") == "ok")
     if not done:
         return None
-    frame = _script_frame(error)
-    at = f" at {_where(frame)}" if frame else ""
+    frame = script_frame(error)
+    at = f" at {where(frame)}" if frame else ""
     steps = {
         r: max(len(o.get("steps") or []), o.get("steps_started", 0))
         for r, o in observations.items()

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workshop.check.failures import explain_crash, explain_shutdown
+from workshop.check.practices.broadcast import broadcast_before_crash
+from workshop.check.practices.init import check_init
 from workshop.check.stalls import STALL_S, Stall, StallWatch, stall_message
-from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text, style_of
+from workshop.check.tracebacks import fold, script_frame, where
+from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text, style_of, with_fix
 from workshop.launch.ranks import (
     HorovodNotFound,
     horovodrun_command,
@@ -65,6 +68,8 @@ class Report:
             stopped the stalled ranks (from the stall's start to the report), or None.
         interrupted: the signal that stopped the check (``SIGINT``, ``SIGTERM``, ``SIGHUP``), or
             None.
+        traceback: the full traceback of the rank that crashed first ("" when none did);
+            ``error`` shows it with the library and checker frames folded.
     """
 
     script: str
@@ -78,6 +83,7 @@ class Report:
     stalled: bool = False
     interrupted: str | None = None
     stalled_for_s: float | None = None
+    traceback: str = field(default="", repr=False)
 
     def to_dict(self) -> dict:
         """The ``workshop check --json`` document."""
@@ -92,10 +98,12 @@ class Report:
             "stalled": self.stalled,
             "stalled_for_s": self.stalled_for_s,
             "interrupted": self.interrupted,
+            "traceback": self.traceback or None,
         }
 
-    def text(self) -> str:
-        """One line per practice (OK / FAIL / WARN, name, evidence), then the outcome."""
+    def text(self, verbose: bool = False) -> str:
+        """One line per practice (OK / FAIL / WARN, name, evidence), then the outcome;
+        ``verbose`` adds the crashed rank's full traceback."""
         framework = f"horovod.{self.framework}" if self.framework else "Horovod not seen"
         lines = [f"workshop check {self.script} (np={self.np}, {framework}): {self.seconds:.1f} s"]
         if self.error:
@@ -120,6 +128,9 @@ class Report:
             ),
         }[self.exit_code]
         lines.append(f"exit code {self.exit_code}: {outcome}")
+        if verbose and self.traceback:
+            lines += ["", "full traceback of the rank that crashed first:"]
+            lines.append(self.traceback.rstrip())
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -236,28 +247,40 @@ def _start(
     return _Launch(name, np, out, log, process, time.monotonic())
 
 
-def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> str | None:
-    """The first rank that failed, with the tail of its traceback; None when all ended well."""
+def _crash_message(
+    observations: dict[int, dict], np: int, launch: _Launch, style: str = "torch"
+) -> tuple[str, str] | None:
+    """The first rank that failed: (the learner's view: its error, the script's line, the cause
+    and the fix, the traceback with library and checker frames folded; the full traceback).
+    None when all ended well."""
     errors = [
         (obs["error"]["time"], rank, obs)
         for rank, obs in observations.items()
         if obs.get("status") == "error" and obs.get("error")
     ]
     if errors:
-        _, rank, obs = min(errors)
-        tail = obs["error"]["traceback"].rstrip().splitlines()[-TRACEBACK_LINES:]
+        # "Horovod has been shut down" is the consequence of another rank's end: a rank with an
+        # error of its own comes first.
+        own = [e for e in errors if "has been shut down" not in e[2]["error"]["message"]]
+        _, rank, obs = min(own or errors)
+        error = obs["error"]
         others = sorted(r for _, r, _ in errors if r != rank)
         also = f" (then {', '.join(f'rank {r}' for r in others)} failed too)" if others else ""
-        explained = explain_crash(obs["error"], launch.output(), rank)
+        explained = explain_crash(error, launch.output(), rank, style)
         shutdown = explain_shutdown(observations, rank)
         if shutdown:
             explained = f"What happened: {shutdown}." + (f"\n{explained}" if explained else "")
-        return (
-            f"the script crashed on rank {rank}: {obs['error']['type']}: "
-            f"{obs['error']['message']}{also}\n"
-            + "\n".join("    " + t for t in tail)
+        frame = script_frame(error)
+        at = f"\n  at {where(frame)}" if frame else ""
+        folded = fold(error["traceback"], error.get("script")).rstrip().splitlines()
+        tail = folded[-TRACEBACK_LINES:]
+        text = (
+            f"the script crashed on rank {rank}: {error['type']}: {error['message']}{also}{at}"
             + (f"\n{explained}" if explained else "")
+            + "\n"
+            + "\n".join("    " + t for t in tail)
         )
+        return text, error["traceback"]
     exits = [
         (rank, obs["exit_code"])
         for rank, obs in observations.items()
@@ -265,7 +288,7 @@ def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> s
     ]
     if exits:
         rank, code = exits[0]
-        return f"the script exited with status {code} on rank {rank} (sys.exit)"
+        return f"the script exited with status {code} on rank {rank} (sys.exit)", ""
     missing = [rank for rank in range(np) if rank not in observations]
     if missing:
         tail = launch.output().rstrip().splitlines()[-TRACEBACK_LINES:]
@@ -273,7 +296,7 @@ def _crash_message(observations: dict[int, dict], np: int, launch: _Launch) -> s
             f"rank {missing[0]} ended without reporting (killed, out of memory, or crashed "
             f"inside native code); horovodrun exit code {launch.exit_code}; its output "
             "ends with:\n" + "\n".join("    " + t for t in tail)
-        )
+        ), ""
     return None
 
 
@@ -292,9 +315,24 @@ def _partial_verdicts(
         return _not_judged(f"{ranks_text(missing)} left no observations")
     steps = max(len(obs.get("steps") or []) for obs in observations.values())
     if not steps:
-        return _not_judged("the script crashed before its first optimizer step")
+        return _before_first_step(observations, framework)
     checks = judge(list(observations.values()), base, note, framework)
     return {name: check.as_partial() for name, check in checks.items()}
+
+
+def _before_first_step(observations: dict[int, dict], framework: str | None) -> dict[str, Check]:
+    """A crash before the first optimizer step: what ran is judged (``hvd.init()``, a broadcast
+    of the parameters), each partial; the practices that need a step are not judged."""
+    checks = _not_judged("the script crashed before its first optimizer step")
+    ranks = [observations[rank] for rank in sorted(observations)]
+    style = style_of(ranks, framework)
+    init = check_init(ranks, framework)
+    if init.ok is not False:
+        checks["init"] = init.as_partial()
+    broadcast = broadcast_before_crash(ranks)
+    if broadcast is not None:
+        checks["broadcast"] = with_fix(broadcast, "broadcast", style).as_partial()
+    return checks
 
 
 def _framework(observations: dict[int, dict]) -> str | None:
@@ -460,9 +498,11 @@ def _report(
         )
     if ended.timed_out:
         return stopped(_timeout_message(timeout_s, observations))
-    crash = _crash_message(observations, np, main)
+    style = style_of(list(observations.values()), framework)
+    crash = _crash_message(observations, np, main, style)
     if crash:
-        return stopped(crash)
+        error, traceback_text = crash
+        return stopped(error, traceback=traceback_text)
     checks = judge(list(observations.values()), base, note, framework)
     exit_code = 1 if any(check.ok is False for check in checks.values()) else 0
     error = _hook_errors_message(observations)

@@ -14,6 +14,11 @@ finishes while another still submits ends in "Horovod has been shut down") are n
 their counts. SIGINT, SIGTERM and SIGHUP stop every rank and still print the report, marked
 interrupted.
 
+A crash shows the learner's own line first, the cause and the fix for Horovod's errors a script
+can cause (mismatched root ranks, shapes, dtypes or ops; backward_passes_per_step exceeded; a
+name submitted twice; no hvd.init()), and the traceback with library and checker frames folded
+(--verbose and --json keep the full one).
+
 Exit code: 0 every practice holds (warnings allowed), 1 one is missing, 2 the script crashed,
 stalled, did not finish within --timeout, or the check was interrupted.
 """
@@ -58,7 +63,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help='print {"checks": {NAME: {"ok", "evidence"}}, "exit_code", ...}',
+        help='print {"checks": {NAME: {"ok", "evidence"}}, "exit_code", "traceback", ...}',
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="after a crash, also print the full traceback (library and checker frames included)",
     )
 
 
@@ -69,7 +79,7 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="workshop check SCRIPT [-np N] [--framework torch|tensorflow] [--timeout S] "
-        "[--stall-timeout S] [--no-base-run] [--json] [-- ARGS...]",
+        "[--stall-timeout S] [--no-base-run] [--json] [--verbose] [-- ARGS...]",
     )
     _add_options(parser)
     # SCRIPT and everything after it, kept raw: more of the options above, then `--` and the
@@ -116,5 +126,5 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        print(report.text())
+        print(report.text(verbose=args.verbose))
     return report.exit_code

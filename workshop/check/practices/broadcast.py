@@ -82,3 +82,23 @@ def _final_params_note(ranks: list[dict]) -> str:
     if differ == 0:
         return "; still identical after the last step"
     return f"; after the last step they differ on {differ} of {total} tensors"
+
+
+def broadcast_before_crash(ranks: list[dict]) -> Check | None:
+    """A crash before the first step, after Horovod broadcast tensors on every rank and none
+    was left in flight or failed: OK on what ran (the parameters are not compared: they are
+    recorded at a step). None when a rank broadcast nothing, or a broadcast failed."""
+    counts = [r.get("broadcasts") or 0 for r in ranks]
+    in_flight = any(
+        "broadcast" in (item.get("op") or "") for r in ranks for item in r.get("pending") or []
+    )
+    failed = any(
+        "broadcast" in ((r.get("error") or {}).get("message") or "").lower() for r in ranks
+    )
+    if min(counts) == 0 or in_flight or failed:
+        return None
+    return Check(
+        True,
+        f"Horovod broadcast {min(counts)} tensors on every rank before the crash (no "
+        "optimizer step ran, so whether they were rank 0's parameters was not compared)",
+    )
