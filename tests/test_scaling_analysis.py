@@ -233,3 +233,24 @@ def test_round_speedups_pair_each_round_with_its_own_np1_and_the_raw_compute():
     assert table.loc["2 independent processes"].speedup_median == 1.9
     with pytest.raises(ValueError, match="every round needs exactly one run with np = 1"):
         round_speedups(runs.drop(index=2))  # round 2 lost its np=1 run
+
+
+def test_ring_check_adds_the_machines_slowdown_and_one_ring_allreduce():
+    import pandas as pd
+
+    from workshop.analysis import ring_check
+
+    runs = pd.DataFrame({"round": [1, 1], "np": [1, 2], "batch_size": [32, 32],
+                         "samples_per_s": [1000.0, 1200.0]})  # fmt: skip
+    raw = pd.DataFrame({"round": [1, 1], "procs": [1, 2], "total_samples_per_s": [10.0, 19.0],
+                        "gradient_bytes": [320_808, 320_808]})  # fmt: skip
+    row = ring_check(runs, raw, bandwidth_bytes_per_s=12.5e6).iloc[0]
+    # 32 ms alone; 2 / 1.9 of it at np=2 (33.7 ms); the ring at N=2 moves m bytes: 25.7 ms
+    assert row.compute_ms == pytest.approx(32 * 2 / 1.9)
+    assert row.comm_model_ms == pytest.approx(320_808 / 12.5e6 * 1e3)
+    assert row.speedup_measured == pytest.approx(1.2)
+    assert row.speedup_predicted == pytest.approx(64 / (32 * 2 / 1.9 + 25.66464), rel=1e-4)
+    # the near miss: the machine's own slowdown left out would predict 1.11, not 1.08
+    assert abs(row.speedup_predicted - 64 / (32 + 25.66464)) > 0.02
+    with pytest.raises(ValueError, match="round 1 lacks the raw compute of 1 and 2 processes"):
+        ring_check(runs, raw.iloc[:1], bandwidth_bytes_per_s=12.5e6)

@@ -30,6 +30,7 @@ from workshop.plot.scaling import (
     plot_efficiency,
     plot_epoch_times,
     plot_prediction,
+    plot_ratio_spread,
     plot_speedup,
     plot_sync,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "plot_negotiation_share",
     "plot_two_threads",
     "plot_prediction",
+    "plot_ratio_spread",
     "plot_routine_times",
     "plot_speedup",
     "plot_step_breakdown",

@@ -225,3 +225,41 @@ def plot_prediction(comparison: pd.DataFrame, *, ax: Axes | None = None) -> Axes
     ax.set_ylabel("speedup")
     legend_outside(ax)
     return ax
+
+
+def plot_ratio_spread(
+    table: pd.DataFrame,
+    *,
+    label: str = "what",
+    ideal: float | None = None,
+    xlabel: str = "ratio within a round (min - median - max)",
+    ax: Axes | None = None,
+) -> Axes:
+    """Ratios measured in interleaved rounds: one line per row from its lowest to its highest
+    round, a dot at the median, a dashed line at 1 (no change) and, if given, at ``ideal``.
+
+    Args:
+        table: :func:`workshop.analysis.scaling.round_speedups` (``speedup_min``,
+            ``speedup_median``, ``speedup_max``) or
+            :func:`workshop.analysis.benchmarks.paired_ratios` (``ratio_min``, ...).
+        label: the column naming each row.
+        ideal: e.g. 2 for a speedup at 2 workers.
+        xlabel: the x-axis label.
+        ax: Axes to draw on (a new figure if None).
+    """
+    prefix = "speedup" if "speedup_median" in table else "ratio"
+    ax = _axes(ax, (6, 0.6 + 0.5 * len(table)))
+    y = np.arange(len(table))[::-1]
+    low, mid, high = (table[f"{prefix}_{k}"].to_numpy(float) for k in ("min", "median", "max"))
+    ax.hlines(y, low, high, color="C0", linewidth=3, alpha=0.6)
+    ax.plot(mid, y, "o", color="C0")
+    for yi, m in zip(y, mid, strict=True):
+        ax.annotate(f"{m:.2f}", (m, yi), textcoords="offset points", xytext=(0, 6), ha="center")
+    ax.axvline(1, color="grey", linestyle="--", linewidth=1)
+    if ideal is not None:
+        ax.axvline(ideal, color="C2", linestyle=":", linewidth=1.5, label=f"ideal ({ideal:g}x)")
+        ax.legend(loc="lower right", fontsize="small")
+    ax.set_yticks(y, table[label].astype(str))
+    ax.set_ylim(-0.7, len(table) - 0.3)
+    ax.set_xlabel(xlabel)
+    return ax

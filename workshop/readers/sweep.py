@@ -171,14 +171,15 @@ def read_compute_baseline(path: str | Path) -> pd.DataFrame:
     Returns:
         Columns ``round``, ``procs``, ``dataset``, ``batch_size``, ``window_s``,
         ``total_samples_per_s`` (all processes together), ``per_process_samples_per_s`` (a
-        list), ``foreign_cores`` (other work meanwhile; None if not recorded). Empty (with
+        list), ``gradient_bytes`` (float32 gradients of the network: what a step
+        allreduces), ``foreign_cores`` (other work meanwhile; None if not recorded). Empty (with
         these columns) when the sweep has no such file.
 
     Raises:
         ValueError: naming the file and line of a malformed entry.
     """
     columns = ["round", "procs", "dataset", "batch_size", "window_s", "total_samples_per_s",
-               "per_process_samples_per_s", "foreign_cores"]  # fmt: skip
+               "per_process_samples_per_s", "gradient_bytes", "foreign_cores"]  # fmt: skip
     file = Path(path) / "compute-baseline.jsonl"
     if not file.exists():
         return pd.DataFrame(columns=columns)
@@ -194,6 +195,7 @@ def read_compute_baseline(path: str | Path) -> pd.DataFrame:
                 "window_s": float(entry["window_s"]),
                 "total_samples_per_s": float(entry["total_samples_per_s"]),
                 "per_process_samples_per_s": list(entry["samples_per_s"]),
+                "gradient_bytes": entry.get("gradient_bytes"),
                 "foreign_cores": (entry.get("recording") or {}).get("foreign_cores"),
             })  # fmt: skip
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

@@ -11,7 +11,7 @@ bound to a core of its own), so a lesson can show Horovod's speedup beside it::
 Each process runs forward, loss, backward and an SGD update on random tensors of the dataset's
 shape (the content does not change the arithmetic) and counts the steps that end inside a
 common timing window, which starts after every process has warmed up, so the windows overlap
-exactly. It prints one JSON line: ``procs``, ``samples_per_s`` (each process), ``total``.
+exactly. It prints one JSON line (:func:`measure`'s result).
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ def _one(dataset: str, batch_size: int, core: int, start_at: float, window_s: fl
         step()
         if time.time() <= end_at:  # only steps that ended inside the window count
             steps += 1
-    print(json.dumps({"core": core, "samples_per_s": steps * batch_size / window_s}), flush=True)
+    parameters = sum(p.numel() for p in model.parameters())
+    rate = steps * batch_size / window_s
+    print(json.dumps({"core": core, "samples_per_s": rate, "parameters": parameters}), flush=True)
 
 
 def measure(dataset: str, batch_size: int, procs: int, window_s: float = 10.0) -> dict:
@@ -63,7 +65,8 @@ def measure(dataset: str, batch_size: int, procs: int, window_s: float = 10.0) -
 
     Returns:
         ``procs``, ``dataset``, ``batch_size``, ``window_s``, ``samples_per_s`` (list, one
-        per process) and ``total_samples_per_s``.
+        per process), ``total_samples_per_s``, ``parameters`` (of the network) and
+        ``gradient_bytes`` (float32 gradients: the bytes one step allreduces).
 
     Raises:
         RuntimeError: a probe process failed (with its output).
@@ -96,13 +99,15 @@ def measure(dataset: str, batch_size: int, procs: int, window_s: float = 10.0) -
         )  # fmt: skip
         for core in range(procs)
     ]
-    rates = []
+    rates, parameters = [], 0
     try:
         for child in children:
             output, _ = child.communicate()
             if child.returncode:
                 raise RuntimeError(f"compute probe exited with {child.returncode}:\n{output}")
-            rates.append(json.loads(output.strip().splitlines()[-1])["samples_per_s"])
+            result = json.loads(output.strip().splitlines()[-1])
+            rates.append(result["samples_per_s"])
+            parameters = result["parameters"]
     finally:
         for child in children:
             if child.poll() is None:
@@ -115,6 +120,8 @@ def measure(dataset: str, batch_size: int, procs: int, window_s: float = 10.0) -
         "window_s": window_s,
         "samples_per_s": [round(r, 1) for r in rates],
         "total_samples_per_s": round(sum(rates), 1),
+        "parameters": parameters,
+        "gradient_bytes": 4 * parameters,  # float32: what one step allreduces
     }
 
 
