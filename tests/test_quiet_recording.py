@@ -188,3 +188,44 @@ def test_one_at_a_time_compares_each_knob_with_the_baseline(sweep_base):
                        "p02-cache0": ("none", 0, 2)}  # fmt: skip
     # the near miss: the full grid would also run fp16 with the cache off
     assert len(sweep.expand_grid(sweep_base, grid)) == 4
+
+
+def test_compute_baseline_refuses_a_grid_of_networks_or_batches(tmp_path, sweep_base,
+                                                                fake_launcher):  # fmt: skip
+    fake = fake_launcher()
+    with pytest.raises(ValueError, match=r"the grid varies batch_size \(\[32, 64\]\)"):
+        sweep.run_sweep(tmp_path / "s", sweep_base, {"np": [1, 2], "batch_size": [32, 64]},
+                        compute_baseline=True, launcher=fake, progress=False)  # fmt: skip
+    assert fake.calls == [] and not (tmp_path / "s").exists()
+
+
+def test_compute_baseline_times_the_points_network_and_batch(
+    tmp_path, sweep_base, fake_launcher, monkeypatch
+):
+    # the near miss: the base configuration's defaults (mnist, 32) instead of the grid's values
+    from workshop.train import compute_probe
+
+    asked = []
+
+    def stand_in(dataset, batch_size, procs, window_s=10.0):
+        asked.append((dataset, batch_size, procs))
+        return {"procs": procs, "dataset": dataset, "batch_size": batch_size, "window_s": 1.0,
+                "samples_per_s": [1.0] * procs, "total_samples_per_s": float(procs),
+                "parameters": 10, "gradient_bytes": 40}  # fmt: skip
+
+    monkeypatch.setattr(compute_probe, "measure", stand_in)
+    grid = {"np": [1, 2], "dataset": ["cifar10"], "batch_size": [64]}
+    sweep.run_sweep(tmp_path, sweep_base, grid, rounds=2, compute_baseline=True,
+                    launcher=fake_launcher(), progress=False)  # fmt: skip
+    assert asked == [("cifar10", 64, 1), ("cifar10", 64, 2)] * 2
+    assert read_compute_baseline(tmp_path)["round"].tolist() == [1, 1, 2, 2]
+
+
+@pytest.mark.live
+def test_the_compute_probe_times_real_steps_in_pinned_processes():
+    from workshop.train.compute_probe import measure
+
+    result = measure("mnist", 16, 2, window_s=1.0)
+    assert result["parameters"] == 80_202 and result["gradient_bytes"] == 320_808
+    assert len(result["samples_per_s"]) == 2 and min(result["samples_per_s"]) > 0
+    assert result["total_samples_per_s"] == pytest.approx(sum(result["samples_per_s"]), abs=0.2)

@@ -194,6 +194,8 @@ def run_sweep(
         raise ValueError(f"sweep: --rounds must be at least 1, not {rounds}")
     points = expand_grid(base, grid, one_at_a_time=one_at_a_time)
     check_points(points)
+    if compute_baseline:
+        _check_baseline_grid(grid)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = sweep_dir / "sweep.json"
     manifest, kept = _start_manifest(manifest_path, base, grid, points, command)
@@ -207,6 +209,7 @@ def run_sweep(
     todo = [(entry, config) for entry, (_, config) in zip(entries, round_points, strict=True)]
     todo = [(e, c) for e, c in todo if e["status"] == "pending"]
     baselines = _baselines_todo(sweep_dir, base, grid, rounds) if compute_baseline else {}
+    probe = points[0][1]  # the network and per-worker batch every point shares (checked)
     total = len(todo) + sum(len(v) for v in baselines.values())
     bar = tqdm(total=total, desc="sweep", unit="run", disable=not progress or not total)
     try:
@@ -222,7 +225,7 @@ def run_sweep(
                     bar.update(1)
             for procs in baselines.get(round_, []):
                 bar.set_postfix_str(f"r{round_} compute x{procs}")
-                _record_baseline(sweep_dir, base, round_, procs, record, bar.write)
+                _record_baseline(sweep_dir, probe, round_, procs, record, bar.write)
                 bar.update(1)
     finally:
         bar.close()
@@ -302,13 +305,26 @@ BASELINE_FILE = "compute-baseline.jsonl"
 def _baselines_todo(
     sweep_dir: Path, base: RunConfig, grid: dict[str, list], rounds: int
 ) -> dict[int, list[int]]:
-    """round -> process counts whose raw compute is still to measure (1 and max(np))."""
+    """round -> process counts whose raw compute is still to measure (1 and max(np)).
+
+    Raises:
+        ValueError: the grid varies the data set or the batch size (whose step would the
+            baseline time?).
+    """
     from workshop.readers.sweep import read_compute_baseline
 
+    _check_baseline_grid(grid)
     counts = sorted({1, max(grid.get("np") or [base.np])})
     done = read_compute_baseline(sweep_dir)
     have = set(zip(done["round"], done["procs"], strict=True)) if len(done) else set()
     return {r: [n for n in counts if (r, n) not in have] for r in range(1, rounds + 1)}
+
+
+def _check_baseline_grid(grid: dict[str, list]) -> None:
+    for key in ("dataset", "batch_size", "framework"):
+        if len(grid.get(key) or []) > 1:
+            raise ValueError(f"sweep: --compute-baseline times one network and batch size; the "
+                             f"grid varies {key} ({grid[key]}): sweep them apart")  # fmt: skip
 
 
 def _record_baseline(

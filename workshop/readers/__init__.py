@@ -37,7 +37,7 @@ NAMES = {
         "read_mpitrace_file",
         "read_mpitrace_jobs",
     ],
-    "recordings": ["list_recordings"],
+    "recordings": ["list_recordings", "quiet_problems"],
     "runs": [
         "list_runs",
         "read_healthy_reference",
@@ -47,7 +47,7 @@ NAMES = {
         "read_step_times",
         "read_summary",
     ],
-    "sweep": ["read_manifest", "read_sweep", "run_dirs"],
+    "sweep": ["read_compute_baseline", "read_manifest", "read_sweep", "run_dirs"],
     "timeline": [
         "Timeline",
         "TimelineFormatError",

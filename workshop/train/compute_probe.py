@@ -10,8 +10,9 @@ bound to a core of its own), so a lesson can show Horovod's speedup beside it::
 
 Each process runs forward, loss, backward and an SGD update on random tensors of the dataset's
 shape (the content does not change the arithmetic) and counts the steps that end inside a
-common timing window, which starts after every process has warmed up, so the windows overlap
-exactly. It prints one JSON line (:func:`measure`'s result).
+common timing window, which opens a second after every process has said it is ready
+(imported, built, one step done), so the windows overlap exactly. It prints one JSON line
+(:func:`measure`'s result).
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import subprocess
 import sys
 import time
 
-#: Seconds between the launch and the common window: imports and warm-up steps fit in it.
-START_DELAY_S = 6.0
+#: Seconds of warm-up steps between the last process's "ready" and the common window.
+WARM_UP_S = 1.0
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
 
 
-def _one(dataset: str, batch_size: int, core: int, start_at: float, window_s: float) -> None:
+def _one(dataset: str, batch_size: int, core: int, window_s: float) -> None:
     import torch
 
     from workshop.train.torch_train import build_model
@@ -48,6 +49,9 @@ def _one(dataset: str, batch_size: int, core: int, start_at: float, window_s: fl
         loss_fn(model(inputs), targets).backward()
         optimizer.step()
 
+    step()
+    print("ready", flush=True)  # the parent answers with the window's start once all are ready
+    start_at = float(sys.stdin.readline())
     while time.time() < start_at:  # warm up until the common window opens
         step()
     steps, end_at = 0, start_at + window_s
@@ -73,34 +77,30 @@ def measure(dataset: str, batch_size: int, procs: int, window_s: float = 10.0) -
     """
     if dataset not in SHAPES:
         raise ValueError(f"compute probe: dataset {dataset!r} is not one of {sorted(SHAPES)}")
-    start_at = time.time() + START_DELAY_S
+    argv = [sys.executable, "-m", "workshop.train.compute_probe", "--child", "--dataset",
+            dataset, "--batch-size", str(batch_size), "--window-s", str(window_s)]  # fmt: skip
     children = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "workshop.train.compute_probe",
-                "--child",
-                "--dataset",
-                dataset,
-                "--batch-size",
-                str(batch_size),
-                "--core",
-                str(core),
-                "--start-at",
-                repr(start_at),
-                "--window-s",
-                str(window_s),
-            ],
+            [*argv, "--core", str(core)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env=os.environ | {"OMP_NUM_THREADS": "1"},
-        )  # fmt: skip
+        )
         for core in range(procs)
     ]
     rates, parameters = [], 0
     try:
+        for child in children:
+            said = child.stdout.readline()
+            if said.strip() != "ready":
+                rest = child.communicate()[0]
+                raise RuntimeError(f"compute probe did not start:\n{said}{rest}")
+        start_at = time.time() + WARM_UP_S
+        for child in children:
+            child.stdin.write(f"{start_at!r}\n")
+            child.stdin.flush()
         for child in children:
             output, _ = child.communicate()
             if child.returncode:
@@ -133,10 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-s", type=float, default=10.0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--core", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _one(args.dataset, args.batch_size, args.core, args.start_at, args.window_s)
+        _one(args.dataset, args.batch_size, args.core, args.window_s)
         return 0
     print(json.dumps(measure(args.dataset, args.batch_size, args.procs, args.window_s)))
     return 0
