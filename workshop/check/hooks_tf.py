@@ -331,10 +331,10 @@ def _track_in_flight(recorder: Recorder, tf, library, function: str, op: str) ->
     def wrapper(*args, **kwargs):
         name = kwargs.get("name")
         name = name if isinstance(name, str) else None
-        where = recorder.where()
+        where, via = recorder.where(), recorder.via()
         key = object()
         if tf.executing_eagerly():
-            recorder.submitted(key, op, name, where)
+            recorder.submitted(key, op, name, where, via)
             try:
                 return original(*args, **kwargs)
             finally:
@@ -347,7 +347,7 @@ def _track_in_flight(recorder: Recorder, tf, library, function: str, op: str) ->
             return original(*args, **kwargs)
 
         def submitted(*_):
-            recorder.submitted(key, op, name, where)
+            recorder.submitted(key, op, name, where, via)
             return np.int64(0)
 
         def completed(*_):

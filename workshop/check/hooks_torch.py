@@ -221,7 +221,7 @@ def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
 
         def observe(args, handle):
             name = args[name_at] if len(args) > name_at else None
-            recorder.submitted(handle, op, name, recorder.where())
+            recorder.submitted(handle, op, name, recorder.where(), recorder.via())
             if output_at is not None and recorder.wants_params():
                 recorder.broadcast_outputs.append(args[output_at])
 

@@ -20,8 +20,10 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
   object, e.g. the resume epoch: not the parameters);
 - ``apis``: how the script trains, where it tells (``keras_fit``: tf-keras ``Model.fit``);
 - ``pending``: the Horovod collectives submitted and not completed when the rank ended, each
-  ``{"op", "name", "where", "age_s"}``: ``where`` is the line of the script that submitted it
-  (``path:line: code``);
+  ``{"op", "name", "where", "via", "age_s"}``: ``where`` is the line of the script that
+  submitted it (``path:line: code``), ``via`` what in the libraries submitted it on that line's
+  behalf (``callback MetricAverageCallback``, ``hvd.DistributedOptimizer``; None: the script
+  itself);
 - ``final_params``: ``[hash, norm]`` of each parameter at the end (after the last step);
 - ``samples``: one hash per training sample fed to the model (rows of the model's input);
 - ``batches``: the number of samples of each training batch, in order (they add up to
@@ -80,6 +82,22 @@ def row_digests(array) -> list[str]:
         return []
     flat = array.reshape(array.shape[0], -1)
     return [digest(row.tobytes()) for row in flat]
+
+
+# Horovod's files that submit collectives for the script: the gradient wrappers.
+_WRAPPERS = {
+    "torch/optimizer.py": "hvd.DistributedOptimizer",
+    "_keras/__init__.py": "hvd.DistributedOptimizer",
+    "tensorflow/gradient_aggregation.py": "hvd.DistributedOptimizer",
+    "tensorflow/gradient_aggregation_eager.py": "hvd.DistributedOptimizer",
+    "tensorflow/__init__.py": "hvd.DistributedGradientTape",
+}
+
+
+def _horovod_file(path: str) -> str:
+    """``torch/optimizer.py`` for ``.../horovod/torch/optimizer.py``, else ``""``."""
+    _, found, rest = path.replace("\\", "/").rpartition("/horovod/")
+    return rest if found else ""
 
 
 def source_line(path: str, line: int) -> str:
@@ -179,11 +197,21 @@ class Recorder:
         with self.lock:
             self.steps_started += 1
 
-    def submitted(self, key, op: str, name: str | None, where: tuple[str, int] | None) -> None:
+    def submitted(
+        self,
+        key,
+        op: str,
+        name: str | None,
+        where: tuple[str, int] | None,
+        via: str | None = None,
+    ) -> None:
         """A collective was handed to Horovod (``key``: PyTorch's handle, or an object of the
-        TensorFlow hook's) by the script's line ``where`` (:meth:`where`)."""
+        TensorFlow hook's) by the script's line ``where`` (:meth:`where`), through ``via``
+        (:meth:`via`)."""
         with self.lock:
-            self.in_flight[key] = {"op": op, "name": name, "where": where, "at": time.time()}
+            self.in_flight[key] = {
+                "op": op, "name": name, "where": where, "via": via, "at": time.time(),
+            }  # fmt: skip
 
     def where(self) -> tuple[str, int] | None:
         """(path, line) of the innermost frame of the learner's script on this thread (the
@@ -194,6 +222,21 @@ class Recorder:
                 return frame.f_code.co_filename, frame.f_lineno
             frame = frame.f_back
         return None
+
+    def via(self) -> str | None:
+        """What submitted the collective the calling hook is in, between the script's line and
+        Horovod: the outermost Keras callback on the stack (``callback CLASS``), else Horovod's
+        gradient wrapper (``hvd.DistributedOptimizer``, ``hvd.DistributedGradientTape``), else
+        None (the script called Horovod itself)."""
+        frame, found = sys._getframe(1), None
+        while frame is not None and frame.f_code.co_filename != self.script:
+            me = frame.f_locals.get("self")
+            if me is not None and any(c.__name__ == "Callback" for c in type(me).__mro__):
+                found = f"callback {type(me).__name__}"
+            elif found is None or not found.startswith("callback"):
+                found = _WRAPPERS.get(_horovod_file(frame.f_code.co_filename), found)
+            frame = frame.f_back
+        return found
 
     def completed(self, key) -> None:
         with self.lock:
@@ -307,6 +350,7 @@ class Recorder:
                 "op": c["op"],
                 "name": c["name"] if isinstance(c["name"], str) else None,
                 "where": source_line(*c["where"]) if c["where"] else None,
+                "via": c.get("via"),
                 "age_s": round(now - c["at"], 1),
             }
             for c in sorted(self.in_flight.values(), key=lambda c: c["at"])

@@ -99,12 +99,14 @@ def stall_message(stall: Stall, observations: dict[int, dict], np: int, style: s
     for rank in sorted(stall.pending):
         groups: dict[tuple, list[dict]] = {}
         for item in stall.pending[rank]:
-            groups.setdefault((item.get("op"), item.get("where")), []).append(item)
-        for (op, where), items in groups.items():
+            key = (item.get("op"), item.get("where"), item.get("via"))
+            groups.setdefault(key, []).append(item)
+        for (op, where, via), items in groups.items():
             mine = {item.get("name") for item in items}
             never = sorted(r for r in stall.pending if r != rank and not mine & named[r])
             text = f"  rank {rank} waits in {op} {_names(items)}"
             text += f", submitted at {where}" if where else ""
+            text += f" by {via}" if via else ""
             text += f"; never submitted by {ranks_text(never)}" if never else ""
             lines.append(text)
     lines.append("  " + _cause(stall, observations, np, style))
@@ -118,6 +120,55 @@ _RULE = (
 )
 
 
+def _vias(items: list[dict]) -> frozenset:
+    return frozenset(item.get("via") for item in items)
+
+
+def _rank_only_callback(stall: Stall) -> str | None:
+    """The cause when some ranks wait in a collective that a Keras callback submitted and the
+    others in collectives of something else (the next step's gradients): a callback that only
+    those ranks have."""
+    callbacks = {
+        rank: sorted(v[len("callback ") :] for v in _vias(items) if v and v.startswith("callback"))
+        for rank, items in stall.pending.items()
+    }
+    having = sorted(rank for rank, found in callbacks.items() if found)
+    others = sorted(rank for rank in callbacks if rank not in having)
+    if not having or not others:
+        return None
+    names = sorted({name for rank in having for name in callbacks[rank]})
+    elsewhere = sorted({v for r in others for v in _vias(stall.pending[r]) if v})
+    theirs = f" (of {', '.join(elsewhere)}: the next step)" if elsewhere else ""
+    return (
+        f"Likely cause: a Keras callback that only {ranks_text(having)} "
+        f"{'has' if len(having) == 1 else 'have'}: {ranks_text(having)} "
+        f"{'waits' if len(having) == 1 else 'wait'} in the "
+        f"collective of {', '.join(names)}, {ranks_text(others)} in other collectives{theirs}; "
+        "the callback was added on some ranks only (callbacks.append(...) under `if "
+        f"hvd.rank() == 0:`): {_RULE}. Fix: give every rank Horovod's callbacks "
+        f"(callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0), "
+        f"hvd.callbacks.{names[0]}(), ...] on every rank); only ModelCheckpoint, TensorBoard "
+        "and printing belong under `if hvd.rank() == 0:`"
+    )
+
+
+def _names_differ_by_rank(stall: Stall) -> bool:
+    """Every rank waits in collectives from one line, through the same path, each under a name
+    of its own, and the names are the same once each rank's number is taken out of its own
+    (``acc0`` on rank 0, ``acc1`` on rank 1)."""
+    items = [item for found in stall.pending.values() for item in found]
+    names = [item.get("name") for item in items]
+    if len({item.get("where") for item in items}) != 1 or None in names:
+        return False
+    if len(set(names)) != len(names) or len({_vias(f) for f in stall.pending.values()}) != 1:
+        return False
+    unranked = {
+        frozenset(item["name"].replace(str(rank), "{rank}") for item in found)
+        for rank, found in stall.pending.items()
+    }
+    return len(unranked) == 1
+
+
 def _cause(stall: Stall, observations: dict[int, dict], np: int, style: str) -> str:
     """The likely cause of a stall and its fix, from where each rank waited."""
     ranked = [observations[r] for r in sorted(observations)]
@@ -129,9 +180,10 @@ def _cause(stall: Stall, observations: dict[int, dict], np: int, style: str) -> 
             "(DistributedSampler pads the shards; or drop_last=True; or trim the data to a "
             "multiple of hvd.size())"
         )
-    wheres = {item.get("where") for items in stall.pending.values() for item in items}
-    names = [item.get("name") for items in stall.pending.values() for item in items]
-    if len(wheres) == 1 and len(set(names)) == len(names):
+    callback = _rank_only_callback(stall)
+    if callback:
+        return callback
+    if _names_differ_by_rank(stall):
         return (
             "Likely cause: the ranks gave the same collective different names (a name built "
             f"from hvd.rank()?): {_RULE}. Fix: use one name on every rank, or no name"
