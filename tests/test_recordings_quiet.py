@@ -60,3 +60,16 @@ def test_the_shipped_pending_list_is_the_recordings_without_a_record(tmp_path):
     pending = json.loads((data_dir() / PENDING_FILE).read_text())["folders"]
     unexcused = {line.split(":")[0] for line in quiet_problems(tmp_path / "data")}
     assert {"/".join(p.split("/")[:2]) for p in unexcused} == set(pending)
+
+
+def test_every_data_readme_over_run_directories_states_its_quiet_condition():
+    root = data_dir()
+    missing = set()
+    for run_json in root.rglob("run.json"):
+        folder = run_json.parent
+        readmes = [p / "README.md" for p in [folder, *folder.parents] if p != root.parent]
+        readmes = [r for r in readmes if r.exists() and root in r.parents]
+        # the folder's own README, or one above it up to data/<kind>/, states the condition
+        if not any("Quiet-machine condition" in r.read_text() for r in readmes):
+            missing.add(str(folder.relative_to(root)))
+    assert not missing, f"no README states a 'Quiet-machine condition' for: {sorted(missing)}"
