@@ -146,6 +146,7 @@ class Recorder:
         # > 0 while Horovod's own helpers step the optimizer (not a training step).
         self.muted = 0
         self.written = False
+        self.beats = 0
         # Called at the end to read the parameters of the last optimizer seen.
         self.final_params_reader = None
 
@@ -246,17 +247,20 @@ class Recorder:
     def progress(self) -> dict:
         """What this rank has done so far: ``counters`` (one line that changes whenever the
         rank makes progress: a step, a batch, a collective submitted or completed) and
-        ``pending`` (the collectives it waits for, as in ``rank.<N>.json``)."""
+        ``pending`` (the collectives it waits for, as in ``rank.<N>.json``), and ``beat``, how
+        many times the rank has written its progress: it moves every second while the rank gets
+        CPU time, stalled or not."""
         with self.lock:
             counters = (
                 f"{self.steps_started} {len(self.steps)} {len(self.samples)} "
                 f"{self.allreduces} {self.broadcasts} {self.collectives_done}"
             )
-            return {"counters": counters, "pending": self._pending()}
+            return {"counters": counters, "pending": self._pending(), "beat": self.beats}
 
     def write_progress(self) -> None:
         """``rank.<N>.progress``: :meth:`progress` as JSON, rewritten atomically (the check
         reads it to tell a stall, where nothing moves, from a slow rank)."""
+        self.beats += 1
         path = self.out_dir / f"rank.{self.env_rank}.progress"
         tmp = path.with_suffix(".progress-tmp")
         tmp.write_text(json.dumps(self.progress()) + "\n")

@@ -19,7 +19,7 @@ waiting in a collective, and its progress moves again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workshop.check.evidence import ranks_text
 from workshop.check.steps import unequal_steps
@@ -27,6 +27,11 @@ from workshop.check.steps import unequal_steps
 #: A run in which no rank made progress for this long while every rank waited in a
 #: collective is stalled.
 STALL_S = 20.0
+#: A rank whose progress file has not been rewritten (its ``beat``) for this long is starved of
+#: CPU (a loaded machine), not seen waiting: its counters prove nothing, the clock restarts.
+STARVED_S = 5.0
+#: How often a rank rewrites its progress: the ages it gives are at most this old.
+PROGRESS_PERIOD_S = 1.0
 
 
 @dataclass
@@ -57,23 +62,43 @@ class StallWatch:
     stall_s: float = STALL_S
     last: tuple | None = None
     since: float = 0.0
+    beats: dict = field(default_factory=dict)
 
     def feed(self, progress: dict[int, dict | None], now: float) -> Stall | None:
         counters = tuple(
             (rank, (found or {}).get("counters")) for rank, found in sorted(progress.items())
         )
-        if counters != self.last:
+        if self._starved(progress, now) or counters != self.last:
             self.last, self.since = counters, now
             return None
         if any(not found or not found.get("pending") for found in progress.values()):
             return None
         if now - self.since < self.stall_s:
             return None
+        # Every rank's oldest collective must have waited the stall timeout too (give or take
+        # the progress period): collectives submitted a moment ago are not a stall.
+        youngest = min(max(i.get("age_s", 0.0) for i in found["pending"]) for found in
+                       progress.values())  # fmt: skip
+        if youngest < self.stall_s - PROGRESS_PERIOD_S:
+            return None
         if len({_keys(found["pending"]) for found in progress.values()}) == 1:
             return None  # all wait for the same collectives: slow, not missing a rank
         return Stall(
             {rank: found["pending"] for rank, found in progress.items()}, now - self.since
         )
+
+    def _starved(self, progress: dict[int, dict | None], now: float) -> bool:
+        """True while a rank has not rewritten its progress for :data:`STARVED_S` (progress
+        without a ``beat``, from an older runner, counts as fresh)."""
+        starved = False
+        for rank, found in progress.items():
+            beat = (found or {}).get("beat")
+            seen = self.beats.get(rank)
+            if beat is None or seen is None or seen[0] != beat:
+                self.beats[rank] = (beat, now)
+            elif now - seen[1] > STARVED_S:
+                starved = True
+        return starved
 
 
 def _names(items: list[dict]) -> str:
