@@ -621,6 +621,26 @@ def formulas(text: str) -> dict[str, float]:
     return found
 
 
+def _letters(value: list) -> list[str]:
+    """The choice letters of an answer that mixes letters and numbers ("c", 1.8, "f")."""
+    letters = [v for v in value if isinstance(v, str) and len(v) == 1 and v.isalpha()]
+    mixed = any(isinstance(v, (int, float)) for v in value)
+    return letters if mixed and len(letters) >= 2 else []
+
+
+def _letters_in_a_row(value: list, text: str) -> list[str]:
+    """Lines of ``text`` that hold every letter of the answer ``value`` as a cell of its own
+    (between spaces, tabs or |, in the answer's order): a table row that gives away a
+    diagnosis ("case-1   c   one rank slower ...   f   throughput"), not a menu's "(c)"."""
+    cell = r"(?:^|(?<=[\s|])){}(?=[\s|]|$)"
+    row = re.compile(r".*?".join(cell.format(re.escape(v)) for v in _letters(value)))
+    return [
+        f"shows the letters {_letters(value)} in one row: {line.strip()[:80]!r}"
+        for line in text.splitlines()
+        if row.search(line)
+    ]
+
+
 def leaks(record: dict, texts: dict[str, str]) -> list[str]:
     """Where the expected value of ``record`` shows in ``texts`` (name -> text): written out,
     or as arithmetic on numbers that gives it (rounded up or down too)."""
@@ -648,6 +668,9 @@ def leaks(record: dict, texts: dict[str, str]) -> list[str]:
             for item in value:
                 hits = [f for f in number_forms(item, record) if number_pattern(f).search(text)]
                 found += [f"{name} shows {hit!r}, one of {value!r}" for hit in sorted(hits)]
+        elif kind == "ranking" and _letters(value):
+            # A diagnosis (problem letter, number, fix letter): its letters as a table's cells.
+            found += [f"{name} {said}" for said in _letters_in_a_row(value, text)]
         elif kind == "ranking":
             order = r"\W+".join(re.escape(str(v)) for v in value)
             if re.search(rf"(?<!\w){order}(?!\w)", text, re.I):
@@ -735,6 +758,11 @@ def screen_leaks(record: dict, texts: dict[str, str]) -> list[str]:
             "rel_tol": 0.05,
             "abs_tol": 0.0,
         }
+    if kind == "ranking" and _letters(record["expected"]["value"]):
+        # A diagnosis's evidence number is screened like an answer of its own.
+        for item in record["expected"]["value"]:
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                numbers["evidence"] = {**record, "expected": {"kind": "number", "value": item}}
     for what, number in numbers.items():
         if number["expected"]["kind"] != "number":
             continue
@@ -769,7 +797,8 @@ NOT_A_LEAK: dict[tuple[str, str], str] = {
 
 
 # Known, and not this test's to wave through (a strict xfail per notebook, with the reason).
-# Notebook 09's gains, evidence numbers and Summary now go through exercises.reveal.
+# Notebook 09's injected problems, per-case evidence, gains and Summary go through
+# exercises.reveal (a diagnosis's letters and evidence number are screened, not only values).
 KNOWN_LEAKS: dict[str, str] = {}
 
 
@@ -932,6 +961,21 @@ def test_the_leak_and_binary_rules_catch_what_they_should():
         "prompt shows '3.27', one of [0.6967, 3.274, 0.7595]"
     ]
     assert not leaks(three, {"prompt": "at 4 GPUs, epochs 2-10, three ways"})
+    # A diagnosis (problem letter, evidence number, fix letter): a table row with both
+    # letters gives it away, and so does the evidence number; a menu's "(c)" or a row with
+    # one of the letters does not.
+    diagnosis = {"expected": {"kind": "ranking", "value": ["c", 1.853, "f"]}, "rel_tol": 0.15}
+    diagnosis["abs_tol"] = 0
+    row = "case-1       c  one rank slower than the other  f  throughput"
+    assert screen_leaks(diagnosis, {"table": row}) == [
+        "table shows the letters ['c', 'f'] in one row: " + repr(row)
+    ]
+    assert screen_leaks(diagnosis, {"page": "case-1\tc\tbusy core\tf\tthroughput"}) != []
+    assert screen_leaks(diagnosis, {"ratio": "case-1  1.85  1.02"}) == [
+        "ratio shows '1.85' (evidence 1.853)"
+    ]
+    menu = "(c) one rank slower (f) pin the ranks\nc  straggler  compute ratio\nf  bind ranks"
+    assert screen_leaks(diagnosis, {"menu": menu, "fix": "a fix for case-1: f"}) == []
     choice = {"expected": {"kind": "string", "value": "b"}}
     assert binary_problems(choice, "(a) 2x (b) 4x") != []
     assert binary_problems(choice, "(a) 2x (b) 4x (c) 8x") == []
