@@ -15,7 +15,13 @@ import pandas as pd
 import pytest
 
 from workshop.findings.diagnose import diagnose, diagnose_lines
-from workshop.launch.exits import death_lines, first_death, rank_exits, signal_of_exit
+from workshop.launch.exits import (
+    death_lines,
+    first_death,
+    launcher_problem,
+    rank_exits,
+    signal_of_exit,
+)
 from workshop.readers.runs import read_run
 
 # horovodrun (Gloo) after rank 1 was SIGKILLed: rank 0's Gloo allreduce lost its peer. The
@@ -247,3 +253,41 @@ def test_live_a_rank_that_raised_is_not_called_killed(
     assert "rank 1 crashed" in result.stderr and "died first" not in result.stderr
     text = _workshop("diagnose", str(tmp_path / "raised")).stdout
     assert "failed rank(s) 1" in text and "SIGKILL" not in text
+
+
+# Open MPI 4.1's message when srun started its ranks without PMI (help-ess-pmi.txt).
+OMPI_NO_PMI = """\
+--------------------------------------------------------------------------
+The application appears to have been direct launched using "srun",
+but OMPI was not built with SLURM's PMI support and therefore cannot
+execute. There are several options for building PMI support under
+SLURM, depending upon the SLURM version you are using:
+--------------------------------------------------------------------------
+*** An error occurred in MPI_Init_thread
+"""
+
+
+def test_a_launcher_without_pmi_is_explained_with_the_fix():
+    problem = launcher_problem(OMPI_NO_PMI)
+    assert problem.startswith("srun started the ranks without a PMI their MPI library speaks")
+    assert "the launcher's log: \"The application appears to have been direct launched" in problem
+    assert "Fix: srun --mpi=pmix (srun --mpi=list shows" in problem
+    # near miss: a Gloo run that failed for another reason
+    assert launcher_problem(GLOO_RAISED) is None
+
+
+def test_workshop_run_and_diagnose_name_a_launcher_without_pmi(tmp_path, fake_program):
+    # a stand-in srun that prints what Open MPI prints on each rank and fails as srun does
+    srun = fake_program(tmp_path / "bin" / "srun", f"cat <<'END' >&2\n{OMPI_NO_PMI}END\nexit 1\n")
+    result = _workshop(
+        "run", "-np", "2", "--epochs", "1", "--steps-per-epoch", "2", "--no-timeline",
+        "--launcher", f"{srun} --nodes=1 --ntasks=2", "--out", str(tmp_path), "--name", "nopmi",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "srun started the ranks without a PMI" in result.stderr
+    assert "Fix: srun --mpi=pmix" in result.stderr
+    run = read_run(tmp_path / "nopmi")
+    assert run["launcher_problem"].startswith("srun started the ranks without a PMI")
+    top = json.loads(_workshop("diagnose", str(tmp_path / "nopmi"), "--json").stdout)
+    assert "srun started the ranks without a PMI" in top["findings"][0]["evidence"]
+    assert top["findings"][0]["fix"].startswith("srun --mpi=pmix")

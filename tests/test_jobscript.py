@@ -247,7 +247,7 @@ def test_script_is_valid_bash_with_directives_first(case: str) -> None:
         ("polaris-torch-cifar10-2x4", "mpiexec -n 8 -ppn 4 --depth 8 --cpu-bind depth"),
         (
             "slurm-tensorflow-mnist-2x4",
-            "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=8",
+            "srun --mpi=pmix --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=8",
         ),
     ],
 )
@@ -267,6 +267,8 @@ def test_script_runs_and_hands_over_launcher_and_options(
     python.chmod(0o755)
     for tool in ("module", "conda"):  # site tools used by --setup lines
         fake_program(stubs / tool, f'echo "{tool} $*" >> {tmp_path}/setup.log\n')
+    # a Slurm whose srun offers PMIx (the script checks before it launches)
+    fake_program(stubs / "srun", 'echo "MPI plugin types are..."; echo "        pmix"\n')
     args = CASES[case][:]
     args[args.index("--python") + 1] = str(python)
     script = render_case(args)
@@ -312,7 +314,8 @@ def test_slurm_threads_come_from_the_allocated_cpus(
     argv = [*CASES["slurm-torch-mnist-cpu-1x4"]]
     argv[argv.index("--python") + 1] = str(python)
     (tmp_path / "job.sh").write_text(render_case(argv))
-    env = {"PATH": "/usr/bin:/bin"} | (
+    fake_program(tmp_path / "bin" / "srun", 'echo "        pmix"\n')  # srun offers PMIx
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"} | (
         {"SLURM_CPUS_ON_NODE": cpus_on_node} if cpus_on_node else {}
     )
     result = subprocess.run(

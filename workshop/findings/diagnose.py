@@ -141,6 +141,9 @@ def _crash_finding(record: dict) -> dict | None:
         fix = meaning or fix
     else:
         text = f"the run {status}{which}"
+    if status == "failed" and record.get("launcher_problem"):
+        cause, _, fix = record["launcher_problem"].partition(". Fix: ")
+        text += f"; {cause}"
     first = death["rank"] if death else failed[0] if failed else None
     return {
         "problem": "crashed",

@@ -22,10 +22,12 @@ import signal
 from pathlib import Path
 
 __all__ = [
+    "NO_PMI",
     "PEER_GONE_WORDS",
     "SIGNAL_MEANING",
     "death_lines",
     "first_death",
+    "launcher_problem",
     "oom_kill_count",
     "rank_exits",
     "signal_of_exit",
@@ -242,6 +244,37 @@ def death_lines(death: dict) -> list[str]:
     if meaning:
         lines.append(meaning)
     return lines
+
+
+# What Open MPI and MPICH print when srun started the ranks without a PMI they speak (a Slurm
+# site whose MpiDefault is none, or srun --mpi=pmi2 for an Open MPI built for PMIx).
+_NO_PMI_WORDS = (
+    "not built with SLURM's PMI support",
+    'direct launched using "srun"',
+    "PMIx_Init failed",
+    "PMI2_Init failed",
+    "PMI_Init failed",
+)
+#: The cause and the fix of ranks started without PMI.
+NO_PMI = (
+    "srun started the ranks without a PMI their MPI library speaks (this Slurm's MpiDefault is "
+    "none, or another plugin), so each rank started alone and stopped",
+    "srun --mpi=pmix (srun --mpi=list shows the plugins this Slurm offers: use the PMIx one "
+    'your Open MPI was built for), e.g. --launcher "srun --mpi=pmix ...", or export '
+    "SLURM_MPI_TYPE=pmix; workshop jobscript --system slurm checks this before it launches",
+)
+
+
+def launcher_problem(launcher_log: str) -> str | None:
+    """Why the launcher could not start the job, when its log says so in words we know:
+    ``"CAUSE (the launcher's log: "LINE"). Fix: FIX"`` (ranks started without PMI:
+    :data:`NO_PMI`), else None."""
+    lines = launcher_log.splitlines()
+    line = next((x.strip() for x in lines if any(w in x for w in _NO_PMI_WORDS)), None)
+    if line is None:
+        return None
+    cause, fix = NO_PMI
+    return f'{cause} (the launcher\'s log: "{line}"). Fix: {fix}'
 
 
 def _cgroup_events() -> Path | None:

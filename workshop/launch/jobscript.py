@@ -456,9 +456,24 @@ def _launcher(job: JobPlan) -> tuple[str | None, str, str]:
     cpus = f" --cpus-per-task={job.threads_per_rank}" if job.threads_per_rank else ""
     return (
         None,
-        f"srun --nodes={job.spec.nodes} --ntasks=$NP --ntasks-per-node={rpn}{cpus}",
-        "Slurm's srun starts the ranks on the allocated nodes",
+        f"srun --mpi=pmix --nodes={job.spec.nodes} --ntasks=$NP --ntasks-per-node={rpn}{cpus}",
+        "Slurm's srun starts the ranks on the allocated nodes, handing them PMIx",
     )
+
+
+#: Before srun: the ranks need a PMI their MPI speaks (Open MPI: PMIx). A site whose MpiDefault
+#: is none starts each rank alone, and Open MPI stops with "not built with SLURM's PMI support".
+SLURM_PMIX_CHECK = (
+    "",
+    "# srun must hand the ranks PMIx (Open MPI's way to find each other); without it each",
+    "# rank starts alone. srun --mpi=list shows what this Slurm offers.",
+    "if ! srun --mpi=list 2>&1 | grep -qi pmix; then",
+    '    echo "workshop job: this srun offers no PMIx (srun --mpi=list:" \\',
+    "        \"$(srun --mpi=list 2>&1 | tr '\\n' ' ')); change --mpi= in LAUNCHER to a\" \\",
+    '        "plugin it lists that your MPI supports, or ask the site for PMIx" >&2',
+    "    exit 1",
+    "fi",
+)
 
 
 def _units(words: Sequence[str]) -> list[str]:
@@ -508,6 +523,8 @@ def render(spec: JobSpec) -> str:
     if spec.setup:
         lines += ["", "# Site environment (conda activation scripts may read unset variables)."]
         lines += ["set +u", *spec.setup, "set -u"]
+    if job.system.scheduler == "slurm":
+        lines += SLURM_PMIX_CHECK
     threads_lines, run = _run_command(job)
     lines += [
         "",

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
-from workshop.launch.exits import death_lines, first_death, oom_kill_count
+from workshop.launch.exits import death_lines, first_death, launcher_problem, oom_kill_count
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.launch.stopping import (
@@ -435,6 +435,11 @@ def run_one(
             record["first_failure"] = _cluster_failure(run_dir, cluster)
         if record["status"] == "failed":
             record["first_death"] = _first_death(run_dir, config.np, oom_kills_before)
+            launcher_log = run_dir / "logs" / "launcher.log"
+            if launcher_log.exists():
+                record["launcher_problem"] = launcher_problem(
+                    launcher_log.read_text(errors="replace")
+                )
         write_json(run_dir / "run.json", record)
     finally:
         restore_handlers(previous)
@@ -448,6 +453,8 @@ def run_one(
         message = _failure_message(
             run_dir, launch_exit_code, record["rank_status"], record.get("first_death")
         )
+        if record.get("launcher_problem"):
+            message += f"\n  {record['launcher_problem']}"
         if record.get("first_failure"):
             failure = record["first_failure"]
             message += (

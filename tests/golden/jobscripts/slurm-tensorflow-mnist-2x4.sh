@@ -13,7 +13,7 @@
 #   2 node(s) x 4 rank(s) = 8 ranks, one GPU per rank, 8 threads per rank.
 # It runs the same `workshop run` as on a laptop, so the run directory it writes has the
 # layout of docs/run-directory.md and the notebooks read it unchanged. Only the launcher
-# differs: Slurm's srun starts the ranks on the allocated nodes
+# differs: Slurm's srun starts the ranks on the allocated nodes, handing them PMIx
 # (instead of horovodrun).
 # Each rank pins the GPU of its local rank itself (workshop/train/device.py).
 #
@@ -29,11 +29,20 @@
 
 set -euo pipefail
 
+# srun must hand the ranks PMIx (Open MPI's way to find each other); without it each
+# rank starts alone. srun --mpi=list shows what this Slurm offers.
+if ! srun --mpi=list 2>&1 | grep -qi pmix; then
+    echo "workshop job: this srun offers no PMIx (srun --mpi=list:" \
+        "$(srun --mpi=list 2>&1 | tr '\n' ' ')); change --mpi= in LAUNCHER to a" \
+        "plugin it lists that your MPI supports, or ask the site for PMIx" >&2
+    exit 1
+fi
+
 WORKSHOP_PYTHON=/home/learner/horovod-workshop/.venv/bin/python
 NODES=2
 RANKS_PER_NODE=4
 NP=$((NODES * RANKS_PER_NODE))
-LAUNCHER="srun --nodes=2 --ntasks=$NP --ntasks-per-node=4 --cpus-per-task=8"
+LAUNCHER="srun --mpi=pmix --nodes=2 --ntasks=$NP --ntasks-per-node=4 --cpus-per-task=8"
 
 echo "workshop job: $NP ranks on $NODES node(s), launcher: $LAUNCHER"
 "$WORKSHOP_PYTHON" -m workshop.cli run --launcher "$LAUNCHER" --np "$NP" --controller mpi \
