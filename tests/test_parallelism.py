@@ -394,6 +394,9 @@ def test_data_parallel_matches_one_process_with_the_global_batch(workers, single
     assert set(ev["phase"]) == {"forward_backward", "allreduce", "optimizer"}
     assert ev.groupby("rank")["step"].nunique().tolist() == [SMALL.steps] * 2
     assert (est.step_times(ev)["step_s"] > 0).all()
+    # the other work while it ran, for the lesson's sentence on the speedup (the workers' own
+    # CPU time is not in it: tests/test_quiet_recording.py checks the accounting)
+    assert dp["foreign_cores"] >= 0.0 and workers.last_foreign_cores == dp["foreign_cores"]
 
 
 @pytest.mark.live

@@ -229,3 +229,20 @@ def test_the_compute_probe_times_real_steps_in_pinned_processes():
     assert result["parameters"] == 80_202 and result["gradient_bytes"] == 320_808
     assert len(result["samples_per_s"]) == 2 and min(result["samples_per_s"]) > 0
     assert result["total_samples_per_s"] == pytest.approx(sum(result["samples_per_s"]), abs=0.2)
+
+
+def test_long_lived_processes_of_ours_count_as_ours():
+    # lesson 01's demo workers live across experiments and are never waited for: named in
+    # ``pids`` they are ours; unnamed (the near miss) their CPU would be other work
+    worker = subprocess.Popen([sys.executable, "-c", BUSY.format(s=30)])
+    try:
+        time.sleep(0.3)
+        before = quiet._proc_stat(str(worker.pid))[2]
+        with quiet.ForeignLoad(pids=(worker.pid,)) as load:
+            time.sleep(1.0)
+        taken = quiet._proc_stat(str(worker.pid))[2] - before
+    finally:
+        worker.kill()
+        worker.wait()
+    assert taken >= 0.2, taken
+    assert load.own_cpu_s >= 0.9 * taken, (load.own_cpu_s, taken)

@@ -122,6 +122,7 @@ class Workers:
         if np < 1:
             raise ValueError(f"Workers: np must be >= 1, got {np}")
         self.np, self.threads, self.timeout_s = np, threads, timeout_s
+        self.last_foreign_cores: float | None = None  # other work during the last experiment
         started = time.perf_counter()
         token = secrets.token_hex(16)
         env = dict(os.environ, WORKSHOP_DEMO_TOKEN=token, OMP_NUM_THREADS=str(threads))
@@ -231,12 +232,18 @@ class Workers:
         return replies
 
     def _run(self, name: str, cfg: DemoConfig, **kwargs) -> list:
+        from workshop.launch.quiet import ForeignLoad
+
         if not self._finalizer.alive:
             raise RuntimeError("Workers: already closed")
         cfg.check(self.np if name == "data_parallel" else 1)  # only data parallel splits it
-        for conn in self._conns:
-            conn.send((name, cfg, kwargs))
-        return self._collect(name)
+        # Other work on the machine slows the demo's timings: measure how much there was.
+        with ForeignLoad(pids=tuple(p.pid for p in self._procs)) as load:
+            for conn in self._conns:
+                conn.send((name, cfg, kwargs))
+            replies = self._collect(name)
+        self.last_foreign_cores = load.foreign_cores
+        return replies
 
     def single_process(self, cfg: DemoConfig = DEFAULT_CONFIG) -> dict:
         """Train on rank 0 alone with the global batch (the reference).
@@ -244,10 +251,12 @@ class Workers:
         Returns:
             dict with ``params`` (name -> array after training), ``initial`` (before),
             ``events`` (DataFrame, columns of :func:`_events`), ``loss`` (DataFrame: ``step``,
-            ``loss``), ``config`` (dict).
+            ``loss``), ``config`` (dict), ``foreign_cores`` (other work on the machine
+            while it ran, in cores: :class:`workshop.launch.quiet.ForeignLoad`).
         """
         result = self._run("single", cfg)[0]
-        return _result(cfg, [result], result["loss"], {"initial": result["initial"]})
+        extra = {"initial": result["initial"], "foreign_cores": self.last_foreign_cores}
+        return _result(cfg, [result], result["loss"], extra)
 
     def data_parallel(self, cfg: DemoConfig = DEFAULT_CONFIG) -> dict:
         """Data-parallel training on all processes (gradients averaged by allreduce).
@@ -255,7 +264,8 @@ class Workers:
         Returns:
             dict with ``params`` (rank 0's, name -> array), ``rank_max_diff`` (largest
             difference between any rank's parameters and rank 0's: replicas must stay equal),
-            ``events``, ``loss`` (global-batch mean), ``config``, ``processes``.
+            ``events``, ``loss`` (global-batch mean), ``config``, ``processes``,
+            ``foreign_cores`` (other work while it ran).
         """
         results = self._run("data_parallel", cfg)
         diff = max(
@@ -263,7 +273,8 @@ class Workers:
             for r in results
             for k in r["params"]
         )
-        return _result(cfg, results, results[0]["loss"], {"rank_max_diff": diff})
+        extra = {"rank_max_diff": diff, "foreign_cores": self.last_foreign_cores}
+        return _result(cfg, results, results[0]["loss"], extra)
 
     def model_parallel(self, cfg: DemoConfig = DEFAULT_CONFIG, microbatches: int = 1) -> dict:
         """Pipeline model parallelism: one stage of layers per process.
