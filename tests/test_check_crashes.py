@@ -202,3 +202,33 @@ def test_live_verbose_and_json_keep_the_full_traceback(tmp_path, cpu_lock, horov
         "evidence": "hvd.init() ran on 2 of 2 ranks (horovod.torch, size 2)",
         "partial": True,
     }
+
+
+def _shut_down(rank: int) -> dict:
+    message = "Horovod has been shut down. This was caused by an exception on one of the ranks"
+    return {"status": "error", "error": {"message": message, "traceback": ""}, "steps": []}
+
+
+def test_horovod_shut_down_names_the_rank_that_left_first():
+    from workshop.check.failures import explain_shutdown
+
+    # rank 1 left with sys.exit(3)
+    exited = {0: _shut_down(0), 1: {"status": "exit", "exit_code": 3, "steps": []}}
+    text = explain_shutdown(exited, 0, 2)
+    assert text.startswith("rank 1 left first (sys.exit: rank 1 status 3), and Horovod shut")
+    # rank 1 left no observations (killed)
+    text = explain_shutdown({0: _shut_down(0)}, 0, 2)
+    assert text.startswith("rank 1 ended without reporting (killed, out of memory")
+    # near miss: every rank failed with the shutdown (no rank left first that we can name)
+    assert explain_shutdown({0: _shut_down(0), 1: _shut_down(1)}, 0, 2) is None
+
+
+@pytest.mark.live
+def test_live_horovod_shut_down_after_a_rank_exited(tmp_path, cpu_lock, horovod_ready):
+    report = _check("exit", tmp_path)
+    assert report.exit_code == 2
+    assert report.error.startswith("the script crashed on rank 0: HorovodInternalError: Horovod")
+    assert "What happened: rank 1 left first (sys.exit: rank 1 status 3)" in report.error
+    assert 'at line 59 of torch_horovod_errors.py (hvd.allreduce(loss, name="loss"))' in (
+        report.error
+    )

@@ -9,10 +9,13 @@
   backward_passes_per_step;
 - ``duplicate``: two async allreduces in flight under one name;
 - ``no_init``: hvd.rank() before hvd.init();
+- ``exit``: rank 1 leaves with sys.exit(3) after training while rank 0 still allreduces
+  ("Horovod has been shut down" on rank 0);
 - ``none``: no error (the near miss: every practice holds).
 """
 
 import argparse
+import sys
 
 import horovod.torch as hvd
 import torch
@@ -39,6 +42,8 @@ for _ in range(4):
         model(x[16:]).sum().backward()
     optimizer.step()
 loss = model(x).pow(2).mean().detach()
+if args.error == "exit" and hvd.rank() == 1:
+    sys.exit(3)
 if args.error == "shape":
     hvd.allreduce(loss.repeat(1 + hvd.rank()), name="loss")
 elif args.error == "dtype":

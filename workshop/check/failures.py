@@ -123,6 +123,26 @@ _RULES: tuple[Callable[[dict, str], str | None], ...] = (
 )
 
 
+def _left_first(observations: dict[int, dict], rank: int, np: int | None) -> str | None:
+    """The rank that left before ``rank``'s "has been shut down", when it did not finish."""
+    exited = sorted(r for r, obs in observations.items() if obs.get("status") == "exit")
+    missing = [r for r in range(np or 0) if r not in observations]
+    if exited:
+        codes = ", ".join(f"rank {r} status {observations[r].get('exit_code')}" for r in exited)
+        return (
+            f"{ranks_text(exited)} left first (sys.exit: {codes}), and Horovod shut down: "
+            f"rank {rank}'s error is only the consequence. Fix: every rank must run to the same "
+            "end; return or exit on one rank only after the last collective"
+        )
+    if missing:
+        return (
+            f"{ranks_text(missing)} ended without reporting (killed, out of memory, or a crash "
+            f"inside native code) and Horovod shut down: rank {rank}'s error is only the "
+            f"consequence; look at why {ranks_text(missing)} ended (the output above)"
+        )
+    return None
+
+
 def explain_crash(
     error: dict, output: str = "", rank: int | None = None, style: str = "torch"
 ) -> str | None:
@@ -149,17 +169,21 @@ def explain_crash(
     return "What happened: " + found + "." if found else None
 
 
-def explain_shutdown(observations: dict[int, dict], rank: int) -> str | None:
-    """Plain words for Horovod's "has been shut down" on ``rank`` when another rank had already
-    finished: the finished rank shut Horovod down, and ``rank`` still submitted a collective
-    (from which line; with the unequal step counts that usually cause it). None when no other
-    rank finished."""
+def explain_shutdown(
+    observations: dict[int, dict], rank: int, np: int | None = None
+) -> str | None:
+    """Plain words for Horovod's "has been shut down" on ``rank``, from which rank left first:
+    a rank that finished shut Horovod down while ``rank`` still submitted a collective (from
+    which line; with the unequal step counts that usually cause it); a rank that exited with a
+    status of its own (sys.exit), or one of the ``np`` ranks that ended without reporting
+    (killed), left first and ``rank``'s error is the consequence. None when no other rank
+    left."""
     error = (observations.get(rank) or {}).get("error") or {}
     if "shut down" not in (error.get("message") or ""):
         return None
     done = sorted(r for r, obs in observations.items() if r != rank and obs.get("status") == "ok")
     if not done:
-        return None
+        return _left_first(observations, rank, np)
     frame = script_frame(error)
     at = f" at {where(frame)}" if frame else ""
     steps = {

@@ -267,7 +267,7 @@ def _crash_message(
         others = sorted(r for _, r, _ in errors if r != rank)
         also = f" (then {', '.join(f'rank {r}' for r in others)} failed too)" if others else ""
         explained = explain_crash(error, launch.output(), rank, style)
-        shutdown = explain_shutdown(observations, rank)
+        shutdown = explain_shutdown(observations, rank, np)
         if shutdown:
             explained = f"What happened: {shutdown}." + (f"\n{explained}" if explained else "")
         frame = script_frame(error)
