@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workshop.findings.diagnose import diagnose, diagnose_lines
+from workshop.findings.diagnose import diagnose, diagnose_lines, diagnose_run
 from workshop.launch.exits import (
     death_lines,
     first_death,
@@ -300,3 +300,20 @@ def test_workshop_run_and_diagnose_name_a_launcher_without_pmi(tmp_path, fake_pr
     top = json.loads(_workshop("diagnose", str(tmp_path / "nopmi"), "--json").stdout)
     assert "srun started the ranks without a PMI" in top["findings"][0]["evidence"]
     assert top["findings"][0]["fix"].startswith("srun --mpi=pmix")
+
+
+def test_diagnose_reads_the_logs_of_a_run_recorded_before_first_death(tmp_path):
+    # run.json without first_death (workshop run before it named the first death): the
+    # launcher's and the ranks' logs still tell
+    run_dir = tmp_path / "old"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps(_record(name="old")))
+    (run_dir / "logs" / "launcher.log").write_text(GLOO_KILLED)
+    (run_dir / "logs" / "rank.0.log").write_text(RANK0_PEER_GONE)
+    top = diagnose_run(run_dir)["findings"][0]
+    assert top["rank"] == 1 and "rank 1 died first: killed by SIGKILL" in top["evidence"]
+    # near miss: the same run whose rank 1 raised
+    (run_dir / "logs" / "launcher.log").write_text(GLOO_RAISED)
+    (run_dir / "logs" / "rank.1.log").write_text("RuntimeError: fault injected on rank 1\n")
+    top = diagnose_run(run_dir)["findings"][0]
+    assert top["evidence"] == "run.json: status failed: the run failed; failed rank(s) 0"

@@ -35,7 +35,7 @@ from workshop.analysis.diagnose import (
     reference_from_evidence,
     setting_notes,
 )
-from workshop.launch.exits import SIGNAL_MEANING, death_lines
+from workshop.launch.exits import SIGNAL_MEANING, death_lines, first_death_in
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -417,7 +417,12 @@ def diagnose_run(run_dir: str | Path, baseline: str | Path | None = None) -> dic
 
     files = read_run_files(run_dir)
     reference, source = reference_for(baseline)
-    return diagnose(files.record, files.metrics, files.steps, files.timeline, reference, source)
+    record = files.record
+    if record.get("status") == "failed" and "first_death" not in record:
+        # a run recorded before workshop run named the rank that died first
+        np_ = (record.get("config") or {}).get("np") or 0
+        record = record | {"first_death": first_death_in(Path(run_dir), np_)}
+    return diagnose(record, files.metrics, files.steps, files.timeline, reference, source)
 
 
 def diagnose_text(run_dir: str | Path, baseline: str | Path | None = None) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "SIGNAL_MEANING",
     "death_lines",
     "first_death",
+    "first_death_in",
     "launcher_problem",
     "oom_kill_count",
     "rank_exits",
@@ -212,6 +213,20 @@ def first_death(
         "oom_kills": oom_kills,
         "oom_in_log": oom_line.group(0) if oom_line else None,
     }
+
+
+def first_death_in(run_dir: Path, np: int, oom_kills: int | None = None) -> dict | None:
+    """:func:`first_death` of a run directory: its ``logs/launcher.log`` and
+    ``logs/rank.N.log`` (those that exist)."""
+    logs = Path(run_dir) / "logs"
+    launcher = logs / "launcher.log"
+    launcher_text = launcher.read_text(errors="replace") if launcher.exists() else ""
+    rank_logs = {
+        rank: path.read_text(errors="replace")
+        for rank in range(np)
+        if (path := logs / f"rank.{rank}.log").exists()
+    }
+    return first_death(launcher_text, rank_logs, oom_kills)
 
 
 def death_lines(death: dict) -> list[str]:

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
-from workshop.launch.exits import death_lines, first_death, launcher_problem, oom_kill_count
+from workshop.launch.exits import death_lines, first_death_in, launcher_problem, oom_kill_count
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.launch.stopping import (
@@ -474,19 +474,11 @@ def _cluster_failure(run_dir: Path, cluster: ClusterLaunch) -> dict | None:
 
 
 def _first_death(run_dir: Path, np: int, oom_kills_before: int | None) -> dict | None:
-    """The rank a signal killed, if one did, from logs/launcher.log and the ranks' logs, with
-    the out-of-memory kills the cgroup counted during the run (:mod:`workshop.launch.exits`)."""
-    logs = run_dir / "logs"
-    launcher = logs / "launcher.log"
-    launcher_text = launcher.read_text(errors="replace") if launcher.exists() else ""
-    rank_logs = {
-        rank: path.read_text(errors="replace")
-        for rank in range(np)
-        if (path := logs / f"rank.{rank}.log").exists()
-    }
+    """The rank a signal killed, if one did (:func:`workshop.launch.exits.first_death_in`),
+    with the out-of-memory kills the cgroup counted during the run."""
     after = oom_kill_count()
     oom_kills = after - oom_kills_before if None not in (after, oom_kills_before) else None
-    return first_death(launcher_text, rank_logs, oom_kills)
+    return first_death_in(run_dir, np, oom_kills)
 
 
 def _hosts_seen(run_dir: Path, np: int) -> dict[str, str | None]:
