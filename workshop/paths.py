@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -38,9 +39,114 @@ def cache_dir() -> Path:
     return path
 
 
+RUNS_ENV = "WORKSHOP_RUNS"
+HOME_RUNS = "workshop-runs"
+
+
+class RunsDirError(ValueError):
+    """The run folder cannot be written; the message names it and the variable to set."""
+
+
+@dataclass(frozen=True)
+class RunsChoice:
+    """Where this user's new runs go (:func:`choose_runs_dir`).
+
+    ``folder``: the folder; ``rule``: why this one, in words; ``problem``: "" when this user
+    can write it, else a one-line reason naming the folder and ``$WORKSHOP_RUNS``.
+    """
+
+    folder: Path
+    rule: str
+    problem: str
+
+
+def _enclosing_clone(folder: Path) -> Path | None:
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def _owner(path: Path) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(path.stat().st_uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {path.stat().st_uid}"
+
+
+def writable_problem(folder: Path) -> str:
+    """ "" when this user can create run directories in ``folder`` (it exists and is writable,
+    or its nearest existing parent is), else why not, naming the folder."""
+    if folder.exists():
+        if not folder.is_dir():
+            return f"{folder} is a file, not a folder"
+        existing = folder
+    else:
+        existing = next((p for p in folder.parents if p.exists()), Path("/"))
+        if not existing.is_dir():
+            return f"cannot create {folder}: {existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        mine = "" if existing == folder else f" (cannot create it in {existing})"
+        return f"cannot write {folder}{mine}: permission denied, owned by {_owner(existing)}"
+    return ""
+
+
+def choose_runs_dir(cwd: Path | None = None) -> RunsChoice:
+    """Where this user's new run directories go, and whether they can be written there.
+
+    The rule, first match wins (docs/run-directory.md):
+
+    1. ``$WORKSHOP_RUNS`` when set (used as given: an unwritable one is a problem, not skipped);
+    2. inside a git clone owned by this user: ``runs/`` at the clone's top (a notebook in
+       ``notebooks/`` and a shell at the top share one folder; git ignores it);
+    3. outside any clone: ``./runs`` under the current folder when this user can write it;
+    4. otherwise ``~/workshop-runs`` (inside someone else's clone, or a read-only folder): a
+       learner on a shared install never writes into the clone of the person who installed it.
+
+    Args:
+        cwd: the current folder (default: :func:`os.getcwd`).
+
+    Returns:
+        A :class:`RunsChoice`; nothing is created.
+    """
+    if os.environ.get(RUNS_ENV):
+        folder = Path(os.environ[RUNS_ENV]).expanduser()
+        return RunsChoice(folder, f"${RUNS_ENV}", writable_problem(folder))
+    here = Path(cwd) if cwd else Path.cwd()
+    clone = _enclosing_clone(here)
+    if clone is not None and clone.stat().st_uid == os.getuid():
+        folder = clone / "runs"
+        if not writable_problem(folder):
+            return RunsChoice(folder, f"runs/ of your clone {clone}", "")
+    elif clone is None and not writable_problem(here / "runs"):
+        return RunsChoice(here / "runs", "./runs under the current folder", "")
+    folder = Path.home() / HOME_RUNS
+    rule = f"~/{HOME_RUNS}"
+    if clone is not None and clone.stat().st_uid != os.getuid():
+        rule += f" (the current folder is in {_owner(clone)}'s clone {clone})"
+    else:
+        rule += " (cannot write ./runs here)"
+    problem = writable_problem(folder)
+    if problem:
+        problem += f": set {RUNS_ENV} to a folder of yours, or give --out"
+    return RunsChoice(folder, rule, problem)
+
+
 def runs_dir() -> Path:
-    """Default parent of new run directories: ``$WORKSHOP_RUNS`` or ``runs/`` of the repo."""
-    return Path(os.environ.get("WORKSHOP_RUNS", REPO_DIR / "runs"))
+    """Default parent of new run directories, for this user: see :func:`choose_runs_dir`.
+
+    Raises:
+        RunsDirError: this user cannot write that folder (one line: the folder and what to set).
+    """
+    choice = choose_runs_dir()
+    if choice.problem:
+        problem = choice.problem
+        if RUNS_ENV not in problem:
+            problem += f": set {RUNS_ENV} to a folder of yours, or give --out"
+        raise RunsDirError(problem)
+    return choice.folder
 
 
 def run_or_recording(run_dir: str | os.PathLike, recording: str, *, need: str = "") -> Path:

@@ -79,6 +79,8 @@ def main(args: argparse.Namespace) -> int:
     facts["versions"]["torchvision"], problem = torchvision_state()
     if problem:
         problems.append(problem)
+    if facts["runs"]["problem"]:
+        problems.append(facts["runs"]["problem"])
     if args.json:
         print(json.dumps({**facts, "problems": problems}, indent=2))
         return 1 if problems else 0
@@ -100,6 +102,7 @@ def main(args: argparse.Namespace) -> int:
     runs = facts["runs"]
     counts = ", ".join(f"{n} {status}" for status, n in runs["by_status"].items()) or "none yet"
     print(f"runs      {runs['folder']}: {counts}")
+    print(f"          new runs go here ({runs['rule']})")
     for stale in runs["stale"]:
         print(f"          stale: {stale['path']}: {stale['reason']}")
     if problems:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from workshop.launch.options import add_run_options, config_from_args
 from workshop.launch.run import RunError, run_one
+from workshop.paths import writable_problem
 from workshop.runspec import OPTIONS
 
 
@@ -51,6 +52,10 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    problem = writable_problem(args.out) if args.out else ""
+    if problem:
+        print(f"workshop run: --out: {problem}: give a folder of yours", file=sys.stderr)
+        return 2
     try:
         run_dir = run_one(
             config,

@@ -38,16 +38,21 @@ def run_overview(root: Path | None = None) -> dict:
     :func:`workshop.readers.runs.stale_reason`).
 
     Returns:
-        ``folder``, ``by_status`` ({status: count}), ``stale`` (list of {``path``, ``reason``}).
+        ``folder``, ``rule`` (why this folder: :func:`workshop.paths.choose_runs_dir`),
+        ``problem`` ("" when this user can write it), ``by_status`` ({status: count}),
+        ``stale`` (list of {``path``, ``reason``}).
     """
-    from workshop.paths import runs_dir
+    from workshop.paths import choose_runs_dir
     from workshop.readers.runs import list_runs
 
-    root = root or runs_dir()
+    choice = choose_runs_dir()
+    root = root or choice.folder
     runs = list_runs(root)
     stale = runs[runs["status"] == "stale"]
     return {
         "folder": str(root),
+        "rule": choice.rule if root == choice.folder else "given",
+        "problem": choice.problem if root == choice.folder else "",
         "by_status": {str(k): int(v) for k, v in runs["status"].value_counts().items()},
         "stale": stale[["path", "stale_reason"]]
         .rename(columns={"stale_reason": "reason"})
