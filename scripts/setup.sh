@@ -5,6 +5,7 @@
 #   bash scripts/setup.sh --no-run   # set up only (used by scripts/test.sh and binder/postBuild)
 #   bash scripts/setup.sh --test     # also install the test tools and Chromium (browser test)
 #   bash scripts/setup.sh --book     # also install what builds the book (scripts/book.sh)
+#   bash scripts/setup.sh --slurm    # as root, also Slurm + munge (workshop cluster up --slurm)
 #
 # Python 3.11, 3.12 or 3.13: WORKSHOP_PYTHON when set, else the newest of python3.13, python3.12,
 # python3.11, python3 on PATH (an existing environment keeps its own). WORKSHOP_VENV: where the
@@ -18,12 +19,14 @@ VENV="${WORKSHOP_VENV:-$REPO/.venv}"
 RUN_MAIN=1
 WITH_TEST=0
 WITH_BOOK=0
+WITH_SLURM=0
 for arg in "$@"; do
     case "$arg" in
         --no-run) RUN_MAIN=0 ;;
         --test) WITH_TEST=1; WITH_BOOK=1 ;;  # the browser test builds the book
         --book) WITH_BOOK=1 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        --slurm) WITH_SLURM=1 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -112,6 +115,13 @@ if [[ $(id -u) == 0 ]]; then
     # ip and tc live in /usr/sbin, which a user's PATH (or a test's) may lack: look there too.
     { PATH="$PATH:/usr/sbin:/sbin" command -v ip && PATH="$PATH:/usr/sbin:/sbin" command -v tc; } \
         >/dev/null || apt_packages+=(iproute2)
+    # Slurm on the emulated cluster (`workshop cluster up --slurm`), only when asked.
+    if [[ $WITH_SLURM == 1 ]]; then
+        for tool in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge; do
+            PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null \
+                || apt_packages+=("${tool##*:}")
+        done
+    fi
 fi
 if ((${#apt_packages[@]})); then
     if [[ $(id -u) == 0 ]]; then

@@ -7,7 +7,12 @@
 #   WORKSHOP_TEST_WORKERS=0 bash scripts/test.sh  # in one process (no xdist)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$REPO/scripts/setup.sh" --no-run --test
+# As root also Slurm, for the tests that submit job scripts to the emulated cluster.
+if [[ $(id -u) == 0 ]]; then
+    bash "$REPO/scripts/setup.sh" --no-run --test --slurm
+else
+    bash "$REPO/scripts/setup.sh" --no-run --test
+fi
 # shellcheck disable=SC1091
 source "${WORKSHOP_VENV:-$REPO/.venv}/bin/activate"
 cd "$REPO"

@@ -87,6 +87,7 @@ SAME_WORKER_MODULES = {
     "test_browser.py",
     "test_check_others.py",
     "test_cluster_live.py",
+    "test_cluster_slurm.py",
     "test_parallelism.py",
     "test_profiler.py",
     "test_repo2docker.py",
@@ -147,7 +148,8 @@ def _xdist_group(nodeid: str) -> str | None:
     if function in ALONE_TESTS:
         return "alone"  # one unit: the tests that run alone
     if module in SAME_WORKER_MODULES:
-        return module
+        # one emulated cluster at a time on this machine: both cluster modules on one worker
+        return "emulated-cluster" if module.startswith("test_cluster_") else module
     if function in LESSON_02_LIVE_TESTS:
         return "lesson-02-live"
     if function in LEARNER_TESTS:

@@ -118,8 +118,17 @@ def _will_make(state: dict, state_dir: Path, kind: str, name: str, **extra) -> N
 # ---------------------------------------------------------------- up
 
 
-def up(spec: ClusterSpec, state_dir: Path = STATE_DIR) -> dict:
+def up(
+    spec: ClusterSpec,
+    state_dir: Path = STATE_DIR,
+    *,
+    slurm: bool = False,
+    mpi_default: str = "pmix",
+) -> dict:
     """Bring the cluster up; on any failure remove what was made and raise.
+
+    With ``slurm``, Slurm runs on it too (:mod:`workshop.cluster.slurm`; ``mpi_default`` is its
+    ``MpiDefault``).
 
     Returns:
         The state (also in ``state.json``): ``spec``, ``nodes`` (name, namespace, address),
@@ -147,9 +156,20 @@ def up(spec: ClusterSpec, state_dir: Path = STATE_DIR) -> dict:
     }
     _save(state, state_dir)
     try:
+        if slurm:
+            from workshop.cluster import slurm as slurm_
+
+            slurm_.require_slurm()
         _make_network(spec, nodes, state, state_dir)
         _make_ssh(spec, nodes, state, state_dir)
         _check_ssh(nodes, state)
+        if slurm:
+            slurm_.start(
+                state,
+                lambda kind, name, **extra: _will_make(state, state_dir, kind, name, **extra),
+                mpi_default=mpi_default,
+            )
+            _save(state, state_dir)
     except BaseException:
         down(state_dir)
         raise
@@ -403,7 +423,9 @@ def down(state_dir: Path = STATE_DIR) -> list[str]:
     state = read_state(state_dir)
     if state is None:
         return []
-    removed = []
+    from workshop.cluster import slurm
+
+    removed = slurm.stop(state, _kill)
     made = list(reversed(state["made"]))
     namespaces = [item["name"] for item in made if item["kind"] == "netns"]
     for name, pid in state["sshd"].items():

@@ -40,6 +40,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="seconds between ssh keep-alives: a node whose link goes down is noticed after "
         f"{ALIVE_MISSED} go unanswered (default 5)",
     )
+    up.add_argument(
+        "--slurm",
+        action="store_true",
+        help="run Slurm on it too: munged, slurmctld on the first node, slurmd on every node, "
+        "one partition; `workshop cluster run -- sbatch --wait JOB.sh` submits (Debian: apt-get "
+        "install slurmctld slurmd slurm-client munge)",
+    )
+    up.add_argument(
+        "--mpi-default",
+        choices=("pmix", "none"),
+        default="pmix",
+        help="Slurm's MpiDefault with --slurm (none: a site whose srun hands no PMI)",
+    )
     up.set_defaults(func=_up)
     run = sub.add_parser("run", help="run a command on the first node (-- COMMAND ...)")
     run.add_argument("--node", default=None, help="node to run on (default: the first)")
@@ -71,16 +84,24 @@ def _fail(exc: Exception) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from workshop.cluster import emulate
+    from workshop.cluster import emulate, slurm
 
+    spec = ClusterSpec(nodes=args.nodes, link=args.link, alive_s=args.alive_s)
     try:
-        state = emulate.up(ClusterSpec(nodes=args.nodes, link=args.link, alive_s=args.alive_s))
-    except (ValueError, emulate.ClusterError) as exc:
+        state = emulate.up(spec, slurm=args.slurm, mpi_default=args.mpi_default)
+    except (ValueError, emulate.ClusterError, slurm.SlurmError) as exc:
         return _fail(exc)
     for node in state["nodes"]:
         print(f"{node['name']}: {node['address']} on {state['interface']} ({node['namespace']})")
     print(f"links: {args.link} each way (tc tbf); state: {emulate.state_path()}")
-    print("next: workshop cluster run -- workshop run -np 2 --controller gloo")
+    if state.get("slurm"):
+        print(f"slurm: slurmctld on {state['nodes'][0]['name']}, slurmd on every node, "
+              f"partition {slurm.PARTITION}, MpiDefault={args.mpi_default}; "
+              f"SLURM_CONF={state['slurm']['conf']}")  # fmt: skip
+        print(f"shared work folder (each node has its own /tmp): {state['slurm']['work']}")
+        print("next: workshop cluster run -- sbatch --wait JOB.sh")
+    else:
+        print("next: workshop cluster run -- workshop run -np 2 --controller gloo")
     return 0
 
 
@@ -105,7 +126,9 @@ def _run(args: argparse.Namespace) -> int:
         prefix = emulate.node_prefix(state, args.node or emulate.node_names(state)[0])
     except emulate.ClusterError as exc:
         return _fail(exc)
-    env = dict(os.environ)
+    from workshop.cluster.slurm import slurm_env
+
+    env = dict(os.environ) | slurm_env(state)
     env[hosts.ENV_STATE] = str(emulate.state_path())
     if args.ranks_per_node:
         env[hosts.ENV_RANKS_PER_NODE] = str(args.ranks_per_node)
@@ -135,6 +158,11 @@ def _status(args: argparse.Namespace) -> int:
             "link up" if node.get("link_up") else "LINK DOWN",
         ]
         print(f"  {node['name']} {node['address']}: {', '.join(flags)}")
+    if state.get("slurm"):
+        from workshop.cluster.slurm import sinfo
+
+        result = sinfo(state)
+        print(f"slurm (sinfo -N):\n{result.stdout.rstrip() or result.stderr.rstrip()}")
     return 0
 
 
