@@ -124,3 +124,18 @@ def test_srun_without_pmi_is_explained(slurm):
     result, out = submit(slurm, script)
     assert result.returncode != 0, out  # the job failed, and sbatch --wait says so
     assert "srun --mpi=pmix" in out and "PMI" in out, out
+
+
+def test_a_job_is_watched_with_squeue_until_it_ends(slurm):
+    from workshop.cluster.slurm import run_job
+
+    script = Path(slurm["slurm"]["work"]) / "hello.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n"
+        "#SBATCH --output=hello-%j.out\nsrun --mpi=none hostname\nsleep 3\n"
+    )
+    lines = []
+    job, out = run_job(script, slurm, report=lines.append, poll_s=0.5)
+    assert lines[0].endswith(f"Submitted batch job {job}")
+    assert any(" RUNNING " in line for line in lines[1:]), lines  # squeue saw it run
+    assert sorted(out.read_text().split()) == ["nodea", "nodeb"]  # one task on each node

@@ -232,3 +232,52 @@ def stop(state: dict, kill) -> list[str]:
             kill(pid)
             stopped.append(f"{item['name']} (pid {pid})")
     return stopped
+
+
+def run_job(
+    script: Path,
+    state: dict,
+    *,
+    report=print,
+    poll_s: float = 2.0,
+    timeout_s: float = 600.0,
+) -> tuple[str, Path | None]:
+    """Submit ``script`` (in the cluster's shared work folder) with ``sbatch`` and watch it
+    with ``squeue`` until it ends, as a learner would in a terminal (lesson 03, ``LIVE``).
+
+    Returns:
+        ``(job id, its .out file or None)``.
+
+    Raises:
+        SlurmError: ``sbatch`` refused the script, or the job outlived ``timeout_s`` (it is
+            cancelled).
+    """
+    from workshop.cluster.emulate import node_prefix
+
+    prefix = node_prefix(state, state["nodes"][0]["name"])
+    env = os.environ | slurm_env(state)
+    work = Path(state["slurm"]["work"])
+
+    def client(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*prefix, *argv], capture_output=True, text=True, env=env,
+                              cwd=work)  # fmt: skip
+
+    submitted = client("sbatch", "--parsable", Path(script).name)
+    if submitted.returncode:
+        raise SlurmError(f"sbatch {script}: {submitted.stderr.strip()}")
+    job = submitted.stdout.strip().split(";")[0]
+    report(f"$ sbatch {Path(script).name}\nSubmitted batch job {job}")
+    deadline, last = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        queue = client("squeue", "-h", "-j", job, "-o", "%i %j %T %M %N").stdout.strip()
+        if queue != last and queue:
+            report(f"$ squeue -j {job}\n{queue}")
+            last = queue
+        if not queue:
+            break
+        time.sleep(poll_s)
+    else:
+        client("scancel", job)
+        raise SlurmError(f"job {job} still running after {timeout_s:.0f} s: cancelled")
+    outs = sorted(work.glob(f"*-{job}.out"))
+    return job, outs[0] if outs else None
