@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "parallelism",
     "cluster",
     "book",
+    "room",
 ]
 
 

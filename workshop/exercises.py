@@ -27,7 +27,8 @@ solution that no longer matches the data into an error.
 
 Every check and solution is recorded in :func:`registry` (expected value, tolerances, hints),
 and, when ``WORKSHOP_EXERCISES_LOG`` names a file, appended to it as one JSON object per line,
-so a test can read what a papermill run checked (tests/test_notebooks.py).
+so a test can read what a papermill run checked (tests/test_notebooks.py). With
+``WORKSHOP_ROOM`` set, each check is also counted in the room folder (:mod:`workshop.room`).
 """
 
 from __future__ import annotations
@@ -201,6 +202,15 @@ def _log(event: str, exercise: str, **fields) -> None:
         log.write(json.dumps({"event": event, "exercise": exercise, **fields}) + "\n")
 
 
+def _room(exercise: str, ok: bool | None) -> None:
+    # Opt-in: with WORKSHOP_ROOM set, the instructor's room view counts this check
+    # (workshop.room; it never raises into the lesson).
+    if os.environ.get("WORKSHOP_ROOM"):
+        from workshop import room
+
+        room.record_attempt(exercise, ok)
+
+
 def _register(exercise: str, expected, rel_tol: float, abs_tol: float, hints: tuple) -> None:
     # The learner's check carries the hints; a solution check keeps them.
     kept = hints or (_REGISTRY[exercise].hints if exercise in _REGISTRY else ())
@@ -289,6 +299,7 @@ def check(
         **_record_fields(expected, rel_tol, abs_tol),
         **({} if behind is None else {"behind": float(_plain(behind))}),
     )
+    _room(exercise, verdict.ok)
     print(verdict.message)
     if verdict.ok is False and _strict():
         raise ExerciseError(f"{verdict.message} Expected {_describe(expected, rel_tol, abs_tol)}.")

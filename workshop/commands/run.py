@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from workshop.launch.options import add_run_options, config_from_args
 from workshop.launch.run import RunError, run_one
-from workshop.paths import writable_problem
+from workshop.paths import runs_dir, writable_problem
+from workshop.room import record_run, room_dir
 from workshop.runspec import OPTIONS
 
 
@@ -56,6 +58,7 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         print(f"workshop run: --out: {problem}: give a folder of yours", file=sys.stderr)
         return 2
+    started = time.time()
     try:
         run_dir = run_one(
             config,
@@ -69,6 +72,18 @@ def main(args: argparse.Namespace) -> int:
         return 2
     except RunError as exc:
         print(f"workshop run: {exc}", file=sys.stderr)
+        _failed_to_room(args.out, started)
         return exc.exit_code  # 1, or 128 + the signal that stopped the run
+    record_run(run_dir)
     print(summarize(run_dir))
     return 0
+
+
+def _failed_to_room(out: Path | None, started: float) -> None:
+    # RunError names the run directory in words only: the run.json written since the start.
+    if not room_dir():
+        return
+    parent = out or runs_dir()
+    written = [p for p in parent.glob("*/run.json") if p.stat().st_mtime >= started - 1]
+    if written:
+        record_run(max(written, key=lambda p: p.stat().st_mtime).parent)

@@ -1,0 +1,189 @@
+"""Read a room folder (``workshop room DIR``): what each learner's sessions recorded.
+
+The files are written by :mod:`workshop.room`. Anything else found in a learner's folder
+(garbage, a half-written file, a file of another format version, a file too large) becomes a
+line in :attr:`Room.problems` for that learner; reading never stops at one bad file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from workshop.room import FORMAT, MAX_FILE_BYTES
+
+EXERCISE_COLUMNS = [
+    "learner", "session", "exercise", "tries", "wrong", "right", "first_s", "last_s", "last_ok",
+]  # fmt: skip
+RUN_COLUMNS = [
+    "learner", "name", "status", "exit_code", "np", "framework", "duration_s", "error",
+    "written_s",
+]  # fmt: skip
+PROBLEM_COLUMNS = ["learner", "file", "problem"]
+# A temporary file younger than this is a write in flight, not one a crash left behind.
+PARTIAL_AFTER_S = 60.0
+
+
+@dataclass(frozen=True)
+class Room:
+    """The records of one room folder.
+
+    Attributes:
+        folder: the room folder.
+        learners: sorted names of the learner folders (and stray entries) found.
+        exercises: one row per learner, session and exercise: ``learner``, ``session``,
+            ``exercise`` (id, e.g. "05.1"), ``tries`` (answers given), ``wrong``, ``right``
+            (bool: answered right at least once), ``first_s`` / ``last_s`` (Unix seconds of
+            the first and latest check), ``last_ok`` (True / False, None: checked unanswered).
+        runs: one row per recorded run: ``learner``, ``name``, ``status`` (run.json's),
+            ``exit_code``, ``np``, ``framework``, ``duration_s``, ``error`` (first line),
+            ``written_s`` (Unix seconds the record was written).
+        problems: one row per file that could not be used: ``learner``, ``file``, ``problem``.
+    """
+
+    folder: Path
+    learners: list[str]
+    exercises: pd.DataFrame
+    runs: pd.DataFrame
+    problems: pd.DataFrame
+
+
+def _load(path: Path) -> tuple[dict | None, str]:
+    try:
+        size = path.stat().st_size
+        if size > 2 * MAX_FILE_BYTES:
+            return None, f"{size} bytes, over the {2 * MAX_FILE_BYTES} a record may have"
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})"
+    except UnicodeDecodeError:
+        return None, "not text (bytes that are not UTF-8)"
+    except OSError as exc:
+        return None, f"cannot read ({exc.strerror})"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    if record.get("format") != FORMAT:
+        return None, f"format {record.get('format')!r}, this workshop reads {FORMAT!r}"
+    return record, ""
+
+
+def _exercise_rows(learner: str, record: dict) -> tuple[list[dict], str]:
+    exercises = record.get("exercises")
+    if not isinstance(exercises, dict):
+        return [], "no 'exercises' object"
+    rows = []
+    for exercise, entry in exercises.items():
+        try:
+            rows.append(
+                {
+                    "learner": learner,
+                    "session": str(record.get("session", "")),
+                    "exercise": str(exercise),
+                    "tries": int(entry["tries"]),
+                    "wrong": int(entry["wrong"]),
+                    "right": bool(entry["right"]),
+                    "first_s": float(entry["first_s"]),
+                    "last_s": float(entry["last_s"]),
+                    "last_ok": entry.get("last_ok"),
+                }
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            return [], f"exercise {str(exercise)[:20]!r}: bad entry ({type(exc).__name__}: {exc})"
+    return rows, ""
+
+
+def _run_row(learner: str, record: dict) -> tuple[dict | None, str]:
+    run = record.get("run")
+    if not isinstance(run, dict) or not isinstance(run.get("status"), str):
+        return None, "no 'run' object with a status"
+    row = {column: run.get(column) for column in RUN_COLUMNS[1:-1]}
+    written = record.get("written_s")
+    row.update(learner=learner, written_s=float(written) if _is_number(written) else None)
+    return row, ""
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _read_learner(folder: Path, now: float) -> tuple[list[dict], list[dict], list[dict]]:
+    learner = folder.name
+    exercises, runs, problems = [], [], []
+
+    def problem(file: str, text: str) -> None:
+        problems.append({"learner": learner, "file": file, "problem": text})
+
+    if not folder.is_dir():
+        problem("", "not a folder (a learner's records go in DIR/<name>/)")
+        return exercises, runs, problems
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        problem("", f"cannot list the folder ({exc.strerror})")
+        return exercises, runs, problems
+    for path in entries:
+        name = path.name
+        if name.startswith(".") and name.endswith(".tmp"):
+            try:
+                age = now - path.stat().st_mtime
+            except OSError:
+                continue  # replaced meanwhile: the write finished
+            if age > PARTIAL_AFTER_S:
+                problem(name, "a partial write left behind (a session stopped mid-write)")
+            continue
+        if not (name.endswith(".json") and name.startswith(("session-", "run-"))):
+            problem(name, "not a room record (session-*.json or run-*.json)")
+            continue
+        record, trouble = _load(path)
+        if record is None:
+            problem(name, trouble)
+            continue
+        if name.startswith("session-"):
+            rows, trouble = _exercise_rows(learner, record)
+            exercises += rows
+        else:
+            row, trouble = _run_row(learner, record)
+            runs += [row] if row else []
+        if trouble:
+            problem(name, trouble)
+    return exercises, runs, problems
+
+
+def read_room(folder: str | Path, *, now: float | None = None) -> Room:
+    """Read every learner's records under ``folder`` (``DIR/<learner>/*.json``).
+
+    Args:
+        folder: the room folder (``WORKSHOP_ROOM`` of the learners).
+        now: the time, Unix seconds, to tell a write in flight from a partial file left
+            behind (default: now).
+
+    Returns:
+        A :class:`Room`; bad files are in its ``problems``, never raised.
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a folder.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"room {folder}: not a folder (give the learners' WORKSHOP_ROOM)")
+    now = time.time() if now is None else now
+    exercises, runs, problems, learners = [], [], [], []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        learners.append(entry.name)
+        found = _read_learner(entry, now)
+        exercises += found[0]
+        runs += found[1]
+        problems += found[2]
+    return Room(
+        folder,
+        learners,
+        pd.DataFrame(exercises, columns=EXERCISE_COLUMNS),
+        pd.DataFrame(runs, columns=RUN_COLUMNS),
+        pd.DataFrame(problems, columns=PROBLEM_COLUMNS),
+    )
