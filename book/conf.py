@@ -1,5 +1,6 @@
 """Sphinx configuration of the workshop book (``bash scripts/book.sh``; ``workshop/book.py``
-copies this file into the staged sources under ``book/_build/src``).
+copies this file, ``index.md``'s filled-in copy and ``_static/`` into the staged sources under
+``book/_build/src``).
 
 Sphinx + MyST-NB + the book theme: the notebooks are rendered as the replay left them
 (``nb_execution_mode = "off"``: the book never executes anything itself).
@@ -14,24 +15,40 @@ html_title = "Horovod performance workshop"
 
 extensions = ["myst_nb"]
 nb_execution_mode = "off"
-# Lessons render in the toctree's order; solutions are already left out (workshop/book.py).
+# Lessons render in the toctree's order; test-only cells are already left out (workshop/book.py).
 exclude_patterns = ["_build", "_downloads", "**/.ipynb_checkpoints", ".workshop-book"]
 myst_heading_anchors = 3
+# $...$ and $$...$$ as math, \begin{align} too; a lone "$" (a shell variable) stays text.
+myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_dmath_double_inline = True
 nb_merge_streams = True
+html_static_path = ["_static"]
+# Long output lines wrap instead of being cut by the column (reader.css).
+html_css_files = ["reader.css"]
 
-repository_url = os.environ.get("WORKSHOP_BOOK_REPOSITORY_URL", "https://github.com/OWNER/REPO")
+# Where the repository is published (workshop/book.py, --repository): "" when not known, and
+# then the theme shows no repository or launch button at all (never a link to a placeholder).
+repository_url = os.environ.get("WORKSHOP_BOOK_REPOSITORY_URL", "")
 html_theme = "sphinx_book_theme"
 html_theme_options = {
-    "repository_url": repository_url,
-    "repository_branch": os.environ.get("WORKSHOP_BOOK_BRANCH", "HEAD"),
     "path_to_docs": "",
-    "use_repository_button": True,
-    # The header's rocket: Binder opens the page's notebook in JupyterLab.
-    "launch_buttons": {"binderhub_url": "https://mybinder.org", "notebook_interface": "jupyterlab"},
-    # The header's download button would offer this page's source: the replay, without its
-    # solutions. Each lesson's own "download the notebook" link offers the lesson itself.
+    # The header's download button would offer this page's source: the replay. Each lesson's
+    # own "download the notebook" link offers the lesson itself.
     "use_download_button": False,
     "home_page_in_toc": True,
     "show_navbar_depth": 1,
 }
+if repository_url:
+    html_theme_options.update(
+        {
+            "repository_url": repository_url,
+            "repository_branch": os.environ.get("WORKSHOP_BOOK_BRANCH", "HEAD"),
+            "use_repository_button": True,
+            # The header's rocket: Binder opens the page's notebook in JupyterLab.
+            "launch_buttons": {
+                "binderhub_url": "https://mybinder.org",
+                "notebook_interface": "jupyterlab",
+            },
+        }
+    )
 html_last_updated_fmt = None

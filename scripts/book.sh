@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Build the workshop book: every lesson replayed as a learner first meets it (papermill, default
-# parameters: no answers, no solutions), rendered with Sphinx + MyST-NB and the book theme into
-# book/_build/html (open book/_build/html/index.html). Sets up first if needed (idempotent).
+# Build the workshop book, the reader's edition: every lesson replayed as CI runs it (papermill,
+# SOLUTIONS = True, no answers given; solutions and revealed results in closed blocks under each
+# exercise), rendered with Sphinx + MyST-NB and the book theme into book/_build/html (open
+# book/_build/html/index.html). Sets up first if needed (idempotent).
 #
-#   bash scripts/book.sh                      # replay the lessons, then build
-#   bash scripts/book.sh --replays DIR        # take executed lessons from DIR instead
-#   WORKSHOP_BOOK_REPOSITORY=OWNER/REPO bash scripts/book.sh   # where Binder/GitHub links point
+#   bash scripts/book.sh                            # replay the lessons, then build
+#   bash scripts/book.sh --replays DIR              # take executed lessons from DIR instead
+#   bash scripts/book.sh --repository OWNER/NAME    # where Binder links and GitHub button point
+#   (or WORKSHOP_BOOK_REPOSITORY=OWNER/NAME; with no repository known, no such links)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$REPO/scripts/setup.sh" --no-run --book

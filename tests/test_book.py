@@ -1,11 +1,13 @@
 """The workshop book (workshop/book.py, scripts/book.sh).
 
 Unit tests of what goes into the book (a lesson's cells and outputs as a reader sees them, the
-landing page, the links); then the book built from the learner runs of tests/test_notebooks.py
-(every lesson executed with its defaults: SOLUTIONS False, no answers) and read in headless
-Chromium: the landing page reaches every lesson, every image loads, no error or solution shows,
-and no exercise's expected value is visible. A screenshot of one lesson page is kept in
-test-artifacts/book-04-horovod-timelines.png.
+landing page, the links, the one table of times); then the book built from the lessons run as
+CI runs them (SOLUTIONS True, no answers) and read in headless Chromium. On the landing page:
+no build instructions, no link to a placeholder. On every lesson page: no placeholder line, no
+link to OWNER/REPO, no element whose content is wider than its box, every figure with an alt
+text in words, an exercise box and at least one block to open after answering per exercise,
+no error, no test plumbing or library noise, and no exercise's answer outside a closed block.
+Screenshots of lessons 04 and 09 are kept in test-artifacts/book-<lesson>.png.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from pathlib import Path
 import nbformat
 import pytest
 from test_browser import CHROMIUM, CHROMIUM_ARGS
-from test_notebooks import NOT_A_LEAK, NOTEBOOKS, learner_replay, screen_leaks
+from test_notebooks import NOT_A_LEAK, NOTEBOOKS, papermill_run, read_run, screen_leaks
 
 from workshop import book
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
-SCREENSHOT = ARTIFACTS / "book-04-horovod-timelines.png"
 LINKS = book.Links("someone/horovod-workshop", "HEAD")
 
 
@@ -45,17 +46,32 @@ def _title():
     return nbformat.v4.new_markdown_cell("# 05 · A lesson\n\nWhat it teaches.")
 
 
-def test_prepare_leaves_out_collapsed_cells_and_papermills_parameters():
+def test_prepare_collapses_what_follows_an_answer_and_drops_what_is_for_tests():
+    parameters = _code(
+        'LIVE = False\nSOLUTIONS = False  # CI sets it\nRESULTS_PATH = ""\nNP = 2',
+        tags=["parameters"],
+    )
+    injected = _code("SOLUTIONS = True\nRESULTS_PATH = 'x'", tags=["injected-parameters"])
     solution = _code(
-        "if SOLUTIONS:\n    solution_05_1 = 42",
+        "if SOLUTIONS:\n    solution_05_1 = 42\n"
+        '    exercises.check_solution("05.1", solution_05_1, expected=42)\n'
+        'else:\n    exercises.solution_hidden("05.1")',
+        {"output_type": "stream", "name": "stdout", "text": "[05.1] worked solution: 42\n"},
         tags=["solution"],
         jupyter={"source_hidden": True},
     )
-    revealed = nbformat.v4.new_markdown_cell("The answer was 42.")
-    revealed.metadata["jupyter"] = {"source_hidden": True}
-    injected = _code("RESULTS_PATH = 'x'", tags=["injected-parameters"])
+    revealed = _code(
+        'exercises.reveal(["05.1", "05.2"], f"the answer was {x}")',
+        {"output_type": "stream", "name": "stdout", "text": "the answer was 42\n"},
+    )
+    note = nbformat.v4.new_markdown_cell("Where the problem lay: *rank 1*.")
+    note.metadata["jupyter"] = {"source_hidden": True}
+    saved = _code('found = results.save(RESULTS_PATH, {"x": 42})')
+    tagged = _code("found = {}\nfound", tags=["test-only"])
     shown = _code("print(1 + 1)", {"output_type": "stream", "name": "stdout", "text": "2\n"})
-    notebook = _notebook(_title(), injected, shown, solution, revealed)
+    notebook = _notebook(
+        _title(), parameters, injected, shown, solution, revealed, note, saved, tagged
+    )
 
     prepared = book.prepare(notebook, "05-a-lesson.ipynb", LINKS, "../_downloads/x.ipynb")
 
@@ -64,8 +80,79 @@ def test_prepare_leaves_out_collapsed_cells_and_papermills_parameters():
     assert "mybinder.org/v2/gh/someone/horovod-workshop/HEAD" in sources[1]
     assert "labpath=notebooks%2F05-a-lesson.ipynb" in sources[1]
     assert "{download}`Download the notebook <../_downloads/x.ipynb>`" in sources[1]
-    assert sources[2:] == ["print(1 + 1)"]
-    assert prepared.cells[2].outputs[0].text == "2\n"
+    # The parameters without SOLUTIONS and RESULTS_PATH; papermill's cell and the two cells
+    # for the tests left out.
+    assert sources[2] == "LIVE = False\nNP = 2"
+    assert sources[3] == "print(1 + 1)" and prepared.cells[3].outputs[0].text == "2\n"
+    assert len(sources) == 7
+    # The worked solution without its `if SOLUTIONS:`, collapsed under its own label.
+    solution_cell, revealed_cell, note_cell = prepared.cells[4:]
+    assert solution_cell.source.startswith("solution_05_1 = 42\nexercises.check_solution(")
+    assert "SOLUTIONS" not in solution_cell.source and "hidden" not in solution_cell.source
+    assert "hide-cell" in solution_cell.metadata.tags
+    assert solution_cell.metadata.mystnb["code_prompt_show"] == "Worked solution of exercise 05.1"
+    assert "hide-output" in revealed_cell.metadata.tags
+    assert revealed_cell.metadata.mystnb["code_prompt_show"] == (
+        "Show after you have answered 05.1 and 05.2"
+    )
+    assert note_cell.source.startswith('<details class="reveal">\n<summary>Show after you have')
+    assert "*rank 1*" in note_cell.source and note_cell.source.endswith("</details>")
+    assert all("jupyter" not in cell.metadata for cell in prepared.cells)
+
+
+def test_prepare_refuses_a_replay_without_the_solutions():
+    # A reader's edition built from a learner's run would show placeholders instead of results.
+    said = {
+        "output_type": "stream",
+        "name": "stdout",
+        "text": "[05.1 and 05.2] answer exercises 05.1 and 05.2 above to see this line.\n",
+    }
+    with pytest.raises(book.BookError, match="05-a.ipynb cell 1: 'answer exercises 05.1 and "):
+        book.prepare(_notebook(_title(), _code("x", said)), "05-a.ipynb", LINKS, "x")
+
+
+def test_prepare_leaves_out_library_log_noise_and_gives_figures_a_caption():
+    noise = {
+        "output_type": "stream",
+        "name": "stderr",
+        "text": "2026-11-27 02:00:00.1: I external/local_xla/xla/tsl/cuda/cudart_stub.cc:31] "
+        "Could not find cuda drivers on your machine, GPU will not be used.\n"
+        "WARNING:tensorflow:From x: The name tf.losses is deprecated.\n"
+        "UserWarning: kept\n",
+    }
+    only_noise = {"output_type": "stream", "name": "stderr", "text": "WARNING:tensorflow:x\n"}
+    # A run's log that a lesson prints carries the ranks' lines behind a prefix.
+    log = {
+        "output_type": "stream",
+        "name": "stdout",
+        "text": "[1]<stderr>:WARNING:tensorflow:Callback method is slow\nepoch 1: 2.1 s\n",
+    }
+    picture = {"output_type": "display_data", "data": {"image/png": "iVBO"}, "metadata": {}}
+    intro = nbformat.v4.new_markdown_cell(
+        "## Who waits\n\nThe **tensor time** per rank: rank 1 waits. More."
+    )
+    notebook = _notebook(
+        _title(), _code("x", noise, only_noise, log), intro, _code("plot()", picture)
+    )
+
+    prepared = book.prepare(notebook, "05-a.ipynb", LINKS, "x")
+
+    texts = [o.text for o in prepared.cells[2].outputs]
+    assert texts == ["UserWarning: kept\n", "epoch 1: 2.1 s\n"]
+    options = prepared.cells[-1].metadata.mystnb
+    assert options["image"]["alt"] == "The tensor time per rank: rank 1 waits."
+    assert options["figure"]["caption"] == options["image"]["alt"]
+
+
+def test_without_a_repository_no_binder_link_and_a_sentence_how_to_set_it():
+    nowhere = book.Links(None, "HEAD")
+    prepared = book.prepare(_notebook(_title()), "05-a.ipynb", nowhere, "x")
+    assert "mybinder" not in prepared.cells[1].source and "OWNER" not in prepared.cells[1].source
+    table = book.lesson_table(book.lessons())
+    page = book.landing_page((REPO / "book" / "index.md").read_text(), nowhere, table)
+    assert "mybinder" not in page and book.HOW_TO_SET_REPOSITORY in page
+    install = book.install_page((REPO / "README.md").read_text(), nowhere)
+    assert "badge_logo.svg" not in install and "mybinder.org/v2/gh/OWNER" not in install
 
 
 @pytest.mark.parametrize(
@@ -148,34 +235,76 @@ def test_prepare_needs_a_title():
         book.prepare(_notebook(_code("x")), "04-x.ipynb", LINKS, "x")
 
 
-def test_the_landing_page_links_binder_without_its_badge_and_lists_every_page():
-    readme = (REPO / "README.md").read_text()
-    names = [p.name for p in book.lessons()]
-    page = book.landing_page(readme, LINKS, names)
-    assert "badge_logo.svg" in readme and "badge_logo.svg" not in page
-    assert f"[Launch the workshop on Binder]({LINKS.binder(names[0])})" in page
+def test_the_landing_page_is_for_learners_and_lists_every_page():
+    table = book.lesson_table(book.lessons())
+    page = book.landing_page((REPO / "book" / "index.md").read_text(), LINKS, table)
+    assert f"[Launch the workshop on Binder]({LINKS.binder(table[0].name)})" in page
+    assert "{{" not in page
+    # Every lesson with its time, as the lesson's own header gives it; no build instructions.
+    for lesson in table:
+        assert f"[{lesson.name[:2]} · {lesson.title}](notebooks/{lesson.name}) | " in page
+    assert (
+        "| [04 · Reading Horovod timelines](notebooks/04-horovod-timelines.ipynb) | 60 min |"
+        in page
+    )
+    for build_word in ("cmake", "gcc", "g++", "apt-get", "pytest", "setup.sh"):
+        assert build_word not in page, build_word
     toctree = page[page.index("```{toctree}") :]
-    listed = re.findall(r"^(notebooks/\S+|docs/\S+)$", toctree, re.M)
-    assert listed == [f"notebooks/{n.removesuffix('.ipynb')}" for n in names] + [
-        f"docs/{d.removesuffix('.md')}" for d in book.DOCS
+    listed = re.findall(r"^(notebooks/\S+|docs/\S+|install-and-develop)$", toctree, re.M)
+    assert listed == [f"notebooks/{n.name.removesuffix('.ipynb')}" for n in table] + [
+        *book.REFERENCE,
+        *book.INSTRUCTORS,
     ]
+    assert sorted(d.removesuffix(".md") for d in book.DOCS) == sorted(
+        p.removeprefix("docs/") for p in [*book.REFERENCE, *book.INSTRUCTORS] if "docs/" in p
+    )
+
+
+def test_one_table_of_times_for_the_landing_page_the_guide_and_the_lessons():
+    table = book.lesson_table(book.lessons())
+    # The lessons' own headers: 10 + 25 + 45 + 40 + 60 + 40 + 60 + 45 + 40 + 60 = 425 minutes.
+    assert [lesson.minutes for lesson in table] == [10, 25, 45, 40, 60, 40, 60, 45, 40, 60]
+    times = book.times_table(table)
+    assert "| all ten | 425 min |" in times
+    # The tracks include the capstone: 10 + 60 + 40 + 60 = 170 and 170 + 45 = 215 minutes.
+    assert "| 3-hour | 00, 04, 08, 09 | 170 min |" in times
+    assert "| half-day (4 hours) | 00, 04, 07, 08, 09 | 215 min |" in times
+    guide = (REPO / "docs" / "instructor-guide.md").read_text()
+    assert times in guide, "docs/instructor-guide.md: paste book.times_table's table"
+
+
+def test_the_install_page_is_the_readme_under_its_own_title():
+    readme = (REPO / "README.md").read_text()
+    page = book.install_page(readme, LINKS)
+    assert page.startswith("# Install and develop\n")
+    assert "badge_logo.svg" in readme and "badge_logo.svg" not in page
+    assert f"[Launch the workshop on Binder]({LINKS.binder('00-welcome.ipynb')})" in page
+    assert "replace OWNER/REPO" not in page
+    assert "## Quick start" in page
 
 
 @pytest.mark.parametrize(
-    ("env", "origin", "repository"),
+    ("env", "origin", "given", "repository"),
     [
-        ({"WORKSHOP_BOOK_REPOSITORY": "a/b", "GITHUB_REPOSITORY": "c/d"}, None, "a/b"),
-        ({"GITHUB_REPOSITORY": "c/d"}, None, "c/d"),
-        ({}, "https://github.com/e/f.git", "e/f"),
-        ({}, "git@github.com:g/h-i.git", "g/h-i"),
-        ({}, "/somewhere/else", book.PLACEHOLDER_REPOSITORY),
+        ({"WORKSHOP_BOOK_REPOSITORY": "a/b", "GITHUB_REPOSITORY": "c/d"}, None, "x/y", "x/y"),
+        ({"WORKSHOP_BOOK_REPOSITORY": "a/b", "GITHUB_REPOSITORY": "c/d"}, None, None, "a/b"),
+        ({"GITHUB_REPOSITORY": "c/d"}, None, None, "c/d"),
+        ({}, "https://github.com/e/f.git", None, "e/f"),
+        ({}, "git@github.com:g/h-i.git", None, "g/h-i"),
+        ({}, "/somewhere/else", None, None),
     ],
 )
-def test_where_the_links_point(tmp_path, env, origin, repository):
+def test_where_the_links_point(tmp_path, env, origin, given, repository):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     if origin:
         subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", origin], check=True)
-    assert book.repository_links(env, tmp_path).repository == repository
+    assert book.repository_links(env, tmp_path, given).repository == repository
+
+
+@pytest.mark.parametrize("name", ["OWNER/REPO", "just-a-name", "a/b/c", "a b/c"])
+def test_a_repository_that_is_not_owner_slash_name_is_refused(tmp_path, name):
+    with pytest.raises(book.BookError, match=re.escape(f"--repository {name!r}: not a GitHub")):
+        book.repository_links({}, tmp_path, name)
 
 
 def test_executed_copies_names_the_missing_lessons(tmp_path):
@@ -187,45 +316,60 @@ def test_executed_copies_names_the_missing_lessons(tmp_path):
 
 # --- the book, built and read in a browser -------------------------------------------------
 
-# The lessons whose pages the test reads in full (images, outputs, leaks); every lesson is
-# reached through the navigation.
-READ_IN_FULL = ("04-horovod-timelines", "06-scaling-experiments", "09-diagnose-a-run")
 PAGE_MS = 30_000
+SCREENSHOTS = ("04-horovod-timelines", "09-diagnose-a-run")
 BROKEN_IMAGES_JS = """() => Array.from(document.images)
     .filter((img) => !(img.complete && img.naturalWidth > 0)).map((img) => img.src)"""
+OPEN_ALL_JS = "() => document.querySelectorAll('details').forEach((d) => { d.open = true; })"
+CLOSE_ALL_JS = "() => document.querySelectorAll('details').forEach((d) => { d.open = false; })"
+# Text cut by the column: an element of the page's text whose content is wider than its box.
+CUT_JS = """() => Array.from(document.querySelectorAll(
+        'main pre, main table, main .cell_output, main .output, main p, main li, main figure'))
+    .filter((el) => el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 2)
+    .map((el) => el.tagName + ': ' + el.innerText.split('\\n')[0].slice(0, 80))"""
+ALT_JS = """() => Array.from(document.querySelectorAll('main img'))
+    .filter((img) => !img.closest('.bd-header-article'))
+    .map((img) => img.getAttribute('alt') || '')"""
+REVEAL_LABELS_JS = """() => Array.from(document.querySelectorAll('main details > summary'))
+    .map((s) => s.textContent.trim().split('\\n')[0])"""
+# A figure's alt text a reader can use: words, not a hashed file name.
+FILE_NAME = re.compile(r"^[\w-]*[0-9a-f]{16,}[\w-]*(\.\w+)?$|\.(png|svg|jpe?g)$")
+
+
+def _solutions_replay(path: Path, tmp_path_factory):
+    """The lesson run as CI runs it (``SOLUTIONS = True``, no answer given), once per
+    session: what the book is built from."""
+    folder = tmp_path_factory.getbasetemp() / "solutions" / path.stem
+    if not (folder / "run.json").exists():
+        with pytest.MonkeyPatch.context() as patch:
+            return papermill_run(path, folder, patch, {"SOLUTIONS": True})
+    return read_run(path, folder)
 
 
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory):
-    """The book built from the learner runs (no replay of its own)."""
+    """The book built from the lessons run with their solutions (no replay of its own), its
+    Binder links pointing to a repository given on the command line's behalf."""
     replays = tmp_path_factory.mktemp("book-replays")
     runs = {}
     for path in NOTEBOOKS:
-        runs[path.stem] = learner_replay(path, tmp_path_factory)
+        runs[path.stem] = _solutions_replay(path, tmp_path_factory)
         nbformat.write(runs[path.stem].for_reader(), replays / path.name)
     out = tmp_path_factory.mktemp("book")
-    made = book.build_book(out, replays=replays, progress=lambda _: None)
+    made = book.build_book(
+        out, replays=replays, repository=LINKS.repository, progress=lambda _: None
+    )
     return made, runs
 
 
 def _figures(notebook) -> int:
-    """The pictures among a notebook's outputs (cells collapsed or injected left out)."""
+    """The pictures among a notebook's outputs (cells the book leaves out not counted)."""
     return sum(
         any(kind.startswith("image/") for kind in output.get("data", {}))
         for cell in notebook.cells
         if cell.cell_type == "code" and not book.left_out(cell)
         for output in cell.outputs
     )
-
-
-def _solution_lines(notebook) -> list[str]:
-    """The lines of a lesson's worked solutions that name a solution variable (no other cell
-    does)."""
-    lines = []
-    for cell in notebook.cells:
-        if "solution" in cell.metadata.get("tags", []):
-            lines += [line.strip() for line in cell.source.splitlines() if "solution_" in line]
-    return lines
 
 
 @pytest.mark.browser
@@ -245,8 +389,18 @@ def test_the_book_reads_in_a_browser(built_book):
             problems += [
                 f"index.html: broken image {src}" for src in page.evaluate(BROKEN_IMAGES_JS)
             ]
+            landing = page.locator("main").inner_text()
+            problems += [
+                f"index.html: build instructions on the landing page ({word!r})"
+                for word in ("cmake", "apt-get", "g++", "pytest", "bash scripts/")
+                if word in landing
+            ]
+            problems += _dead_links(page, "index.html")
             nav = page.locator("nav.bd-links a.reference.internal")
             hrefs = {nav.nth(i).get_attribute("href") for i in range(nav.count())}
+            for href in ("install-and-develop.html", "docs/glossary.html", "docs/sources.html"):
+                if href not in hrefs:
+                    problems.append(f"the navigation has no link to {href}")
             for stem in runs:
                 href = f"notebooks/{stem}.html"
                 if href not in hrefs:
@@ -257,30 +411,59 @@ def test_the_book_reads_in_a_browser(built_book):
                 heading = page.locator("main h1").first.inner_text()
                 if not heading.startswith(stem[:2]):
                     problems.append(f"{href} opens a page titled {heading!r}")
-                if stem in READ_IN_FULL or stem == "00-welcome":
-                    problems += _read_page(page, stem, runs[stem])
-                if stem == SCREENSHOT.stem.removeprefix("book-"):
-                    page.locator("main .cell_output img").first.scroll_into_view_if_needed()
-                    page.screenshot(path=str(SCREENSHOT))
+                problems += _read_page(page, stem, runs[stem])
         finally:
             browser.close()
     assert not problems, "\n".join(problems)
-    assert SCREENSHOT.stat().st_size > 10_000
+    for stem in SCREENSHOTS:
+        assert (ARTIFACTS / f"book-{stem}.png").stat().st_size > 10_000
+
+
+def _dead_links(page, where: str) -> list[str]:
+    placeholder = page.locator("a[href*='OWNER/REPO'], a[href*='OWNER.github.io']")
+    return [
+        f"{where}: a link to a placeholder: {placeholder.nth(i).get_attribute('href')}"
+        for i in range(placeholder.count())
+    ]
 
 
 def _read_page(page, stem: str, run) -> list[str]:
-    problems = []
+    problems = _dead_links(page, stem)
+    page.evaluate(OPEN_ALL_JS)  # every block open: its images, its width
     broken = page.evaluate(BROKEN_IMAGES_JS)
     if broken:
         problems.append(f"{stem}: broken images: {broken}")
     figures, drawn = page.locator("main .cell_output img").count(), _figures(run.for_reader())
     if figures != drawn:
         problems.append(f"{stem}: {figures} figures, the replay drew {drawn}")
+    problems += [
+        f"{stem}: alt text {alt!r} is no caption"
+        for alt in page.evaluate(ALT_JS)
+        if len(alt.split()) < 3 or FILE_NAME.search(alt)
+    ]
+    problems += [f"{stem}: cut by the column: {cut}" for cut in page.evaluate(CUT_JS)]
     text = page.locator("main").inner_text()
-    markers = ("Traceback", "Error:", "site-packages", "widget-view+json", "interactive(")
-    for marker in (*markers, "ipykernel_", f"{REPO}/"):
+    if re.search(r"^\w*Error: ", text, re.M):
+        problems.append(f"{stem}: an error on the page")
+    markers = ("Traceback", "site-packages", "widget-view+json", "interactive(")
+    noise = (
+        "above to see this line",
+        "worked solution not run",
+        "Could not find cuda",
+        "WARNING:tensorflow",
+        "RESULTS_PATH",
+        "results.save",
+        "SOLUTIONS",
+    )
+    for marker in (*markers, *noise, "ipykernel_", f"{REPO}/"):
         if marker in text:
             problems.append(f"{stem}: {marker!r} on the page")
+    if stem in SCREENSHOTS:
+        page.evaluate(CLOSE_ALL_JS)
+        target = page.locator("main .cell_output img").first
+        if target.count():
+            target.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"book-{stem}.png"))
     downloads = page.locator("a.download.reference")
     if not downloads.count():
         problems.append(f"{stem}: no download link")
@@ -291,20 +474,24 @@ def _read_page(page, stem: str, run) -> list[str]:
             problems.append(f"{stem}: the download ({href}) is not the committed lesson")
     if page.locator(f"a[href*='mybinder.org'][href*='{stem}.ipynb']").count() == 0:
         problems.append(f"{stem}: no Binder link to notebooks/{stem}.ipynb")
-    problems += [
-        f"{stem}: a solution's line is on the page: {line!r}"
-        for line in _solution_lines(run.notebook)
-        if line in text
-    ]
-    # What the page shows besides code (as test_notebooks.py judges a learner's screen: every
-    # output and the markdown; code names the variables, not their values).
-    # The exercises' prompts are judged as the notebook test judges a prompt (a choice's letter
-    # stands beside its option there).
+    # Each exercise: its prompt in a box, and at least one block to open after answering.
+    labels = page.evaluate(REVEAL_LABELS_JS)
     prompts = page.locator("main .exercise")
     if prompts.count() != len(run.records()):
         problems.append(f"{stem}: {prompts.count()} exercise boxes, {len(run.records())} checks")
+    problems += [
+        f"{stem} {exercise}: no block to open after answering"
+        for exercise in run.records()
+        if not any(exercise in label for label in labels)
+    ]
+    # What the page shows besides code, its prompts and its closed blocks (as test_notebooks.py
+    # judges a learner's screen: every output and the markdown; code names the variables, not
+    # their values). The prompts are judged as the notebook test judges a prompt.
+    page.evaluate(CLOSE_ALL_JS)
     shown = {"prompt": "\n".join(prompts.all_inner_texts())}
-    page.add_style_tag(content=".cell_input, .exercise { display: none !important; }")
+    page.add_style_tag(
+        content=".cell_input, .exercise, details > :not(summary) { display: none !important; }"
+    )
     shown["page"] = page.locator("main").inner_text()
     for exercise, record in sorted(run.records().items()):
         if any(e == exercise for e, _ in NOT_A_LEAK):
@@ -325,6 +512,11 @@ def test_the_command_names_what_is_wrong(tmp_path):
     assert not out.exists()
     zero = subprocess.run([*command, "--jobs", "0"], capture_output=True, text=True)
     assert zero.returncode == 2 and "--jobs 0: at least 1" in zero.stderr
+    # a placeholder for the repository: refused, nothing built
+    placeholder = [*command, "--replays", str(empty), "--repository", "OWNER/REPO"]
+    done = subprocess.run(placeholder, capture_output=True, text=True)
+    assert done.returncode == 1 and "--repository 'OWNER/REPO': not a GitHub" in done.stderr
+    assert not out.exists()
 
 
 def test_a_staging_folder_not_made_by_the_book_is_not_emptied(tmp_path):

@@ -1,5 +1,5 @@
-"""``workshop book``: build the workshop book, a static website of the lessons as a learner
-first meets them (``bash scripts/book.sh`` runs it; see workshop/book.py)."""
+"""``workshop book``: build the workshop book, the reader's edition of the lessons as a static
+website (``bash scripts/book.sh`` runs it; see workshop/book.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``workshop book``."""
     parser = subparsers.add_parser(
         "book",
-        help="build the workshop book (the lessons replayed, as a static website)",
+        help="build the workshop book (the reader's edition of the lessons, a static website)",
         description=(
-            "Replay every lesson with its default parameters (no answers, no solutions), "
-            "then build a static website with Sphinx + MyST-NB and the book theme: the README "
-            "as the landing page, the ten lessons, then docs/. Open OUT/html/index.html."
+            "Replay every lesson as CI does (the worked solutions run, no answer given), then "
+            "build the reader's edition with Sphinx + MyST-NB and the book theme: a landing "
+            "page for learners, the ten lessons with every solution and every result that "
+            "gives an answer away in a collapsed block under its exercise, then the reference "
+            "and instructor pages. Open OUT/html/index.html."
         ),
     )
     parser.add_argument(
@@ -40,6 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=min(2, os.cpu_count() or 1),
         help="lessons replayed at a time (default: 2, or 1 on one core)",
     )
+    parser.add_argument(
+        "--repository",
+        metavar="OWNER/NAME",
+        help="the GitHub repository the Binder links and the GitHub button point to (default: "
+        "$WORKSHOP_BOOK_REPOSITORY, $GITHUB_REPOSITORY, or the origin remote on GitHub; "
+        "with none known the book has no such links)",
+    )
     parser.set_defaults(func=_build)
 
 
@@ -48,7 +57,9 @@ def _build(args: argparse.Namespace) -> int:
         print(f"workshop book: --jobs {args.jobs}: at least 1", file=sys.stderr)
         return 2
     try:
-        made = book.build_book(args.out, replays=args.replays, jobs=args.jobs)
+        made = book.build_book(
+            args.out, replays=args.replays, jobs=args.jobs, repository=args.repository
+        )
     except book.BookError as error:
         print(f"workshop book: {error}", file=sys.stderr)
         return 1
