@@ -1,24 +1,19 @@
 """Per-user run folders (issue 39, item 1): where `workshop run` writes for each user.
 
-The second-user tests create a temporary Unix user (root only; skipped with the reason
-otherwise) and run the same install's commands as that user; the user and its home are removed
-whatever happens. This machine's .venv links to an interpreter under /root (mode 700), which no
-other user may run, so the user gets a world-readable Python of the same version (a venv of
-/usr/bin/python3.11) over the same site-packages, as a shared install under /opt would be.
+The second-user tests run the same install's commands as a temporary Unix user (root only;
+skipped with the reason otherwise; see unix_users.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
+from unix_users import as_user, unix_users
 
 from workshop import paths
 from workshop.paths import REPO_DIR, RunsDirError, choose_runs_dir, runs_dir
@@ -85,79 +80,13 @@ def test_workshop_run_with_a_file_as_folder_says_one_line(monkeypatch, tmp_path)
 
 @pytest.fixture
 def learner():
-    """A temporary Unix user with its own home under a world-traversable folder; removed (user
-    and files) at teardown whatever happened."""
-    if os.geteuid() != 0:
-        pytest.skip("creating a second Unix user needs root")
-    if not shutil.which("useradd"):
-        pytest.skip("useradd is not installed")
-    import pwd
-
-    name = f"wsl{uuid.uuid4().hex[:8]}"
-    base = Path(tempfile.mkdtemp(prefix="workshop-user-", dir="/tmp"))
-    base.chmod(0o755)
-    home = base / name
-    created = False
-    try:
-        subprocess.run(
-            ["useradd", "--home-dir", str(home), "--create-home", "--shell", "/bin/sh", name],
-            check=True,
-            capture_output=True,
-        )
-        created = True
-        entry = pwd.getpwnam(name)
-        python = _shared_python(base / "venv")
-        yield {
-            "name": name,
-            "uid": entry.pw_uid,
-            "gid": entry.pw_gid,
-            "home": home,
-            "python": python,
-        }
-    finally:
-        if created:
-            subprocess.run(["userdel", name], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _shared_python(venv: Path) -> Path:
-    """A venv of a Python every user may run, seeing this install's site-packages (the
-    editable workshop included) and its horovodrun."""
-    base = Path("/usr/bin") / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    if not base.exists():
-        pytest.skip(f"no {base} for a second user (this .venv's interpreter is not theirs)")
-    subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True)
-    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    shared = Path(sys.prefix) / "lib" / minor / "site-packages"
-    (venv / "lib" / minor / "site-packages" / "workshop-shared.pth").write_text(
-        f"import site; site.addsitedir({str(shared)!r})\n"
-    )
-    script = (Path(sys.prefix) / "bin" / "horovodrun").read_text().split("\n", 1)[1]
-    horovodrun = venv / "bin" / "horovodrun"
-    horovodrun.write_text(f"#!{venv / 'bin' / 'python'}\n{script}")
-    horovodrun.chmod(0o755)
-    return venv / "bin" / "python"
+    """A temporary Unix user; removed (user and files) at teardown whatever happened."""
+    with unix_users(1) as (users, _):
+        yield users[0]
 
 
 def as_learner(learner, args, *, cwd=REPO_DIR, env=None, timeout=120):
-    environment = {
-        "HOME": str(learner["home"]),
-        "USER": learner["name"],
-        "LOGNAME": learner["name"],
-        "PATH": f"{learner['python'].parent}:/usr/local/bin:/usr/bin:/bin",
-        **(env or {}),
-    }
-    return subprocess.run(
-        [str(learner["python"]), *args],
-        cwd=cwd,
-        env=environment,
-        user=learner["uid"],
-        group=learner["gid"],
-        extra_groups=[],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return as_user(learner, args, cwd=cwd, env=env, timeout=timeout)
 
 
 RESOLVE = "from workshop.paths import choose_runs_dir as c; x = c(); print(x.folder, x.problem)"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from unix_users import as_user, unix_users
 
 from workshop import exercises, room
 from workshop.analysis.room import room_progress, room_table
@@ -330,3 +331,57 @@ def test_workshop_run_records_its_status_in_the_room(tmp_path, horovod_ready, cp
     table = room_table(read_room(folder)).set_index("learner")
     fay = table.loc["fay"]
     assert (fay["last_run"], fay["last_run_status"], fay["bad_files"]) == ("r1", "ok", 0)
+
+
+def test_real_unix_users_in_a_group_room(tmp_path):
+    """4 learners and an instructor as Unix users sharing a group, the room made as the guide
+    says (chmod 2770): the learners write at once, the instructor (in the group) sees the
+    table, a user outside the group cannot list the room."""
+    with unix_users(6, group=True) as (users, group):
+        *learners, instructor, outsider = users
+        outsider["groups"] = []
+        folder = group["base"] / "room"
+        folder.mkdir()
+        os.chown(folder, 0, group["gid"])
+        folder.chmod(0o2770)
+        sources = group["base"] / "recorded"
+        go = group["base"] / "go"
+        names = dict(zip(["ana", "ben", "cai", "dee"], learners, strict=True))
+        sessions = []
+        for plan_name, user in names.items():
+            plan = {**PLANS[plan_name][0]}
+            plan["runs"] = _runs_for(user["name"], plan, sources)
+            script = ["-c", LEARNER, json.dumps(plan), str(go)]
+            env = {"WORKSHOP_ROOM": str(folder)}
+            sessions.append(as_user(user, script, cwd=user["home"], env=env, popen=True))
+        time.sleep(2)  # every session imported and waiting
+        go.touch()
+        results = [session.communicate(timeout=120) for session in sessions]
+        assert [s.returncode for s in sessions] == [0] * 4, results
+        assert all(err == "" for _, err in results), results
+        mine = folder / names["ana"]["name"]
+        assert (mine.stat().st_gid, oct(mine.stat().st_mode & 0o7777)) == (group["gid"], "0o2750")
+        record = next(mine.glob("session-*.json")).stat()
+        assert (record.st_uid, record.st_gid) == (names["ana"]["uid"], group["gid"])
+        seen = as_user(instructor, ["-m", "workshop.cli", "room", str(folder), "--json"])
+        assert seen.returncode == 0, seen.stderr
+        rows = {row["learner"]: row for row in json.loads(seen.stdout)}
+        got = {
+            plan_name: (rows[user["name"]]["right"], rows[user["name"]]["stuck_on"],
+                        rows[user["name"]]["last_run_status"], rows[user["name"]]["bad_files"])
+            for plan_name, user in names.items()
+        }  # fmt: skip
+        # as derived above PLANS
+        assert got == {
+            "ana": (2, "06.1", "", 0),
+            "ben": (1, "", "", 0),
+            "cai": (0, "05.1", "ok", 0),
+            "dee": (3, "", "failed", 0),
+        }
+        print(as_user(instructor, ["-m", "workshop.cli", "room", str(folder)]).stdout)
+        denied = as_user(outsider, ["-m", "workshop.cli", "room", str(folder)])
+        assert denied.returncode == 1
+        assert denied.stderr.strip() == (
+            f"workshop room: room {folder}: cannot list it (Permission denied): the instructor "
+            "needs read access"
+        )

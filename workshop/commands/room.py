@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     while True:
         try:
             text = _view(args.folder, args.json)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, PermissionError) as exc:
             print(f"workshop room: {exc}", file=sys.stderr)
             return 1
         if args.watch and not args.json:

@@ -166,13 +166,20 @@ def read_room(folder: str | Path, *, now: float | None = None) -> Room:
 
     Raises:
         FileNotFoundError: ``folder`` is not a folder.
+        PermissionError: ``folder`` cannot be listed by this user.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"room {folder}: not a folder (give the learners' WORKSHOP_ROOM)")
     now = time.time() if now is None else now
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise PermissionError(
+            f"room {folder}: cannot list it ({exc.strerror}): the instructor needs read access"
+        ) from exc
     exercises, runs, problems, learners = [], [], [], []
-    for entry in sorted(folder.iterdir()):
+    for entry in entries:
         if entry.name.startswith("."):
             continue
         learners.append(entry.name)
