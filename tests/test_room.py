@@ -385,3 +385,20 @@ def test_real_unix_users_in_a_group_room(tmp_path):
             f"workshop room: room {folder}: cannot list it (Permission denied): the instructor "
             "needs read access"
         )
+
+
+def test_progress_plot_stacks_right_and_trying(tmp_path):
+    _garbage_room(tmp_path)
+    import matplotlib.pyplot as plt
+
+    from workshop.plot.room import plot_room_progress
+
+    progress = room_progress(read_room(tmp_path))
+    ax = plot_room_progress(progress)
+    heights = [patch.get_height() for patch in ax.patches]
+    # good: 05.1 right (1 right, 0 trying), 05.2 wrong twice (0 right, 1 trying)
+    assert heights == [1, 0, 0, 1]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["05.1", "05.2"]
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['trying'\]"):
+        plot_room_progress(progress.drop(columns="trying"))

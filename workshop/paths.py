@@ -114,7 +114,10 @@ def choose_runs_dir(cwd: Path | None = None) -> RunsChoice:
     if os.environ.get(RUNS_ENV):
         folder = Path(os.environ[RUNS_ENV]).expanduser()
         return RunsChoice(folder, f"${RUNS_ENV}", writable_problem(folder))
-    here = Path(cwd) if cwd else Path.cwd()
+    try:
+        here = Path(cwd) if cwd else Path.cwd()
+    except FileNotFoundError:  # the current folder was removed
+        here = Path.home()
     clone = _enclosing_clone(here)
     if clone is not None and clone.stat().st_uid == os.getuid():
         folder = clone / "runs"

@@ -131,12 +131,12 @@ def record_attempt(exercise: str, ok: bool | None, *, now: float | None = None) 
     if room is None:
         return False
     now = time.time() if now is None else now
-    exercises = _SESSION["exercises"]
-    if exercise not in exercises and len(exercises) >= MAX_EXERCISES:
+    exercises, key = _SESSION["exercises"], str(exercise)[:40]
+    if key not in exercises and len(exercises) >= MAX_EXERCISES:
         _warn_once(f"more than {MAX_EXERCISES} exercises in one session")
         return False
     entry = exercises.setdefault(
-        str(exercise)[:40],
+        key,
         {"tries": 0, "wrong": 0, "right": False, "first_s": now, "last_s": now, "last_ok": None},
     )
     if ok is not None:
