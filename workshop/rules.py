@@ -99,3 +99,8 @@ def ring_allreduce_time_s(n, nbytes, alpha_s: float, bandwidth_bytes_per_s: floa
     0.0
     """
     return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes / bandwidth_bytes_per_s
+
+
+#: Other work allowed beside a recorded run, in cores averaged over the run: the quiet-machine
+#: rule of every timing in data/ (why 0.05: :mod:`workshop.launch.quiet`).
+MAX_FOREIGN_CORES = 0.05

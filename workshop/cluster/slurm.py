@@ -200,11 +200,17 @@ def _wait_for(ready, timeout_s: float, what: str, logs: Path) -> None:
     raise SlurmError(f"{what} did not come up in {timeout_s:.0f} s:\n" + "\n".join(tails))
 
 
+def _on_first_node(state: dict) -> list[str]:
+    """The prefix that runs a client on the first node (its network and hostname)."""
+    first = state["nodes"][0]
+    sshd = state["sshd"][first["name"]]
+    return ["nsenter", f"--net=/run/netns/{first['namespace']}", f"--uts=/proc/{sshd}/ns/uts",
+            "--"]  # fmt: skip
+
+
 def sinfo(state: dict) -> subprocess.CompletedProcess:
     """``sinfo -N`` of the cluster (node, partition, state), run on the first node."""
-    from workshop.cluster.emulate import node_prefix
-
-    argv = [*node_prefix(state, state["nodes"][0]["name"]), "sinfo", "-N", "-h", "-o", "%N %P %T"]
+    argv = [*_on_first_node(state), "sinfo", "-N", "-h", "-o", "%N %P %T"]
     return subprocess.run(argv, capture_output=True, text=True, env=os.environ | slurm_env(state))
 
 
@@ -252,9 +258,7 @@ def run_job(
         SlurmError: ``sbatch`` refused the script, or the job outlived ``timeout_s`` (it is
             cancelled).
     """
-    from workshop.cluster.emulate import node_prefix
-
-    prefix = node_prefix(state, state["nodes"][0]["name"])
+    prefix = _on_first_node(state)
     env = os.environ | slurm_env(state)
     work = Path(state["slurm"]["work"])
 

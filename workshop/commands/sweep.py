@@ -16,7 +16,7 @@ from pathlib import Path
 
 from workshop.launch.options import add_run_options
 from workshop.launch.run import RunConfig, RunInterrupted
-from workshop.paths import runs_dir
+from workshop.paths import RunsDirError, runs_dir
 from workshop.runspec import GRID_FIELDS
 
 
@@ -111,7 +111,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         base, grid = grid_from_args(args)
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        sweep_dir = args.out or runs_dir() / f"sweep-{stamp}"
+        try:
+            sweep_dir = args.out or runs_dir() / f"sweep-{stamp}"
+        except RunsDirError as exc:  # a folder this user cannot write: one line, no traceback
+            print(f"workshop sweep: {exc}", file=sys.stderr)
+            return 2
     cores = os.cpu_count() or 1
     try:
         points = expand_grid(base, grid, one_at_a_time=getattr(args, "one_at_a_time", False))

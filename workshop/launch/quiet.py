@@ -38,8 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: Other work allowed beside a recorded run, in cores, averaged over the run (see the module).
-MAX_FOREIGN_CORES = 0.05
+from workshop.rules import MAX_FOREIGN_CORES  # 0.05 cores (why: the module docstring)
 
 
 def max_foreign_cores() -> float:

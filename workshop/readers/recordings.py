@@ -72,7 +72,7 @@ def quiet_problems(root: Path | str | None = None) -> list[str]:
     """
     import json
 
-    from workshop.launch.quiet import MAX_FOREIGN_CORES
+    from workshop.rules import MAX_FOREIGN_CORES
 
     root = Path(root) if root else data_dir()
     pending_path = root / PENDING_FILE
