@@ -314,7 +314,7 @@ def _figure_text(cell, introduction: str) -> str:
     if given:
         return given
     prose = re.sub(r"^#.*$", "", introduction, flags=re.M)  # headings are no sentence
-    plain = re.sub(r"[`*_#>\[\]]|\(\S*\.ipynb[^)]*\)", "", prose)
+    plain = re.sub(r"[`*#>\[\]]|\(\S*\.ipynb[^)]*\)", "", prose)
     plain = " ".join(plain.split())
     sentence = re.split(r"(?<=[.!?])\s", plain, maxsplit=1)[0].rstrip(":")
     return sentence[:200] or "A figure drawn from the recorded data"
