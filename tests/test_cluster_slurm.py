@@ -139,3 +139,19 @@ def test_a_job_is_watched_with_squeue_until_it_ends(slurm):
     assert lines[0].endswith(f"Submitted batch job {job}")
     assert any(" RUNNING " in line for line in lines[1:]), lines  # squeue saw it run
     assert sorted(out.read_text().split()) == ["nodea", "nodeb"]  # one task on each node
+
+
+def test_lesson_03s_live_job_keeps_script_output_and_run(slurm, tmp_path):
+    from workshop.lessons import slurm_job_live
+
+    lines = []
+    out = slurm_job_live(tmp_path / "job", name="lesson-03", report=lines.append)
+    assert sorted(p.name for p in out.iterdir() if p.suffix != ".out") == [
+        "lesson-03", "lesson-03.sh"]  # fmt: skip
+    (job_out,) = out.glob("*.out")
+    assert "run lesson-03: ok" in job_out.read_text()
+    assert json.loads((out / "lesson-03" / "run.json").read_text())["status"] == "ok"
+    assert any(line.startswith("$ squeue") for line in lines), lines
+    assert emulate.state_path().exists()  # the module's cluster was up: it stays up
+    with pytest.raises(FileExistsError, match="nothing is overwritten"):
+        slurm_job_live(out, name="lesson-03")

@@ -63,6 +63,7 @@ from workshop.lessons.scripts import (
     torchrun,
     torchrun_command,
 )
+from workshop.lessons.slurm_job import slurm_job_live
 
 __all__ = [
     "BENCHMARK",
@@ -92,6 +93,7 @@ __all__ = [
     "run_or_replay",
     "script_path",
     "shard_sizes",
+    "slurm_job_live",
     "source",
     "todos",
     "torchrun",
