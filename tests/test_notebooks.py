@@ -293,6 +293,14 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
         ("the ring charged 2N latencies, not 2 (N-1)", "N_WORKERS"),
         ("server over ring: the ratio upside down", "1 / ring_over_server_8b"),
     ],
+    "01.4": [
+        ("the sum (op=Sum), not the average", "collectives.loc[1, 'sum'][1]"),
+        ("rank 1's own element, as if nothing was reduced", "collectives.loc[1, 'before'][1]"),
+    ],
+    "01.5": [
+        ("rank 0's own tensor, as if nothing was sent", "sum(collectives.loc[0, 'before'])"),
+        ("every rank's tensor added up", "sum(sum(row) for row in collectives['before'])"),
+    ],
     "02.1": [("no padding: 4,000 // 3", "4000 // 3")],
     "02.2": [
         ("steps counted from 0: the LR of index 16", "schedule.lr[16]"),

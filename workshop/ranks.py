@@ -58,6 +58,15 @@ class Ranks:
     watchdog: subprocess.Popen | None = None
     stopped: bool = False
 
+    def spread(self, expression: str) -> float:
+        """The largest difference, element by element, between the ranks' values of
+        ``expression`` (a tensor or array on every rank): 0 when the replicas agree."""
+        import numpy as np
+
+        self.view.execute(f"_spread_value = torch.as_tensor({expression}).detach().numpy()")
+        values = [np.asarray(v) for v in self.view.pull("_spread_value")]
+        return float(max(np.abs(v - values[0]).max() for v in values))
+
     def stop(self) -> float:
         """Stop the engines, mpiexec, the controller and the watchdog; returns the seconds
         it took. Safe to call twice."""
