@@ -3,8 +3,8 @@
 A scaling sweep asks how much faster np ranks train than one. On a small machine part of the
 answer is the machine itself: two processes on two cores share memory bandwidth and caches, so
 even two *independent* copies of the step do not run 2x one. This probe measures that ceiling
-the same way the ranks train (the same network and batch, one compute thread, each process
-bound to a core of its own), so a lesson can show Horovod's speedup beside it::
+the same way the ranks train (the same network and batch, one compute thread per process, left
+to the scheduler as the ranks are), so a lesson can show Horovod's speedup beside it::
 
     python -m workshop.train.compute_probe --dataset cifar10 --batch-size 64 --procs 2
 
@@ -34,8 +34,8 @@ def _one(dataset: str, batch_size: int, core: int, window_s: float) -> None:
 
     from workshop.train.torch_train import build_model
 
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {core % (os.cpu_count() or 1)})
+    # One compute thread, not bound to a core: as the ranks of `workshop run` compute (bound to
+    # one core each, a single process ran ~10 % slower here than unbound, 2026-11-27).
     torch.set_num_threads(1)
     torch.manual_seed(core)
     model = build_model(dataset)
@@ -65,7 +65,7 @@ def _one(dataset: str, batch_size: int, core: int, window_s: float) -> None:
 
 
 def measure(dataset: str, batch_size: int, procs: int, window_s: float = 10.0) -> dict:
-    """Start ``procs`` probe processes at once, each on its own core, and collect their rates.
+    """Start ``procs`` probe processes at once, one compute thread each, and collect their rates.
 
     Returns:
         ``procs``, ``dataset``, ``batch_size``, ``window_s``, ``samples_per_s`` (list, one
