@@ -40,7 +40,8 @@ def test_the_compute_bound_sweep_scales_beyond_its_noise():
         horovod_round = per_round[(round_, 2)] / per_round[(round_, 1)]
         raw_round = ceiling[(round_, 2)] / ceiling[(round_, 1)]
         assert horovod_round < raw_round, (round_, horovod_round, raw_round)
-    assert table.loc["2 independent processes"].speedup_median < 2.0  # not ideal either
+    # and the gap is beyond the noise: the ceiling's median above Horovod's best round
+    assert table.loc["2 independent processes"].speedup_median > horovod.speedup_max
 
 
 def test_the_network_bound_sweep_scales_worse_than_the_compute_bound_one():
@@ -67,7 +68,14 @@ def test_each_knob_on_the_capped_link_has_the_verdict_its_rounds_give():
     )
     assert set(knobs.index) == {"baseline", "fus0", "cyc20", "cache0", "fp16", "bpps2"}
     assert (knobs.rounds >= 5).all()
-    # fewer bytes per sample on a link that limits the step: faster in every round
-    assert knobs.verdict["fp16"] == "higher in every round"
-    assert knobs.verdict["bpps2"] == "higher in every round"
-    assert knobs.ratio_min["fp16"] > 1.1
+    # fewer bytes per sample on a link that limits the step: faster in every round, and by
+    # far more than the spread (the slowest round's gain above 1.5x)
+    assert knobs.verdict["fp16"] == "higher in every round" and knobs.ratio_min["fp16"] > 1.5
+    assert knobs.verdict["bpps2"] == "higher in every round" and knobs.ratio_min["bpps2"] > 1.5
+    # the same bytes in 8 operations instead of one: slower in every round, by a few percent
+    assert knobs.verdict["fus0"] == "lower in every round"
+    # a 20 ms cycle and the cache off: the rounds fall on both sides of the default (the near
+    # miss the lesson must not claim: an effect from one round or from the medians alone)
+    assert knobs.verdict["cyc20"] == "within the noise"
+    assert knobs.verdict["cache0"] == "within the noise"
+    assert knobs.ratio_min["cache0"] < 1 < knobs.ratio_max["cache0"]

@@ -98,6 +98,10 @@ def _proc_stat(pid: str) -> tuple[str, int, float] | None:
     return name, int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
 
 
+#: The emulated cluster's state folder (workshop.cluster.emulate.STATE_DIR's default).
+CLUSTER_STATE = os.environ.get("WORKSHOP_CLUSTER_DIR", "/run/workshop-cluster").encode()
+
+
 def _cluster_namespaces() -> set[int]:
     """Inodes of the emulated cluster's network namespaces (``/run/netns/wsc-*``: only our own
     ``workshop cluster`` makes them). Compared by inode: inside ``ip netns exec`` the host's
@@ -112,8 +116,9 @@ def _cluster_namespaces() -> set[int]:
 
 
 def _cluster_pids(namespaces: set[int], own: set[int]) -> dict[int, float]:
-    """pid -> CPU seconds of the processes inside the emulated cluster's nodes that are not
-    this recorder's descendants: what a cluster run started over ssh (sshd's children)."""
+    """pid -> CPU seconds of the processes inside the emulated cluster's nodes (and of its
+    daemons outside them: munged) that are not this recorder's descendants: what a cluster
+    run started over ssh (sshd's children) or through Slurm (slurmd's)."""
     found = {}
     if not namespaces:
         return found
@@ -121,7 +126,10 @@ def _cluster_pids(namespaces: set[int], own: set[int]) -> dict[int, float]:
         if not proc.name.isdigit() or int(proc.name) in own:
             continue
         try:
-            if os.stat(proc / "ns" / "net").st_ino not in namespaces:
+            inside = os.stat(proc / "ns" / "net").st_ino in namespaces
+            # the cluster's own daemons outside the nodes (munged for Slurm) name its state
+            # folder on their command line
+            if not inside and CLUSTER_STATE not in (proc / "cmdline").read_bytes():
                 continue
         except OSError:
             continue
