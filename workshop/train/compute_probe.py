@@ -2,7 +2,7 @@
 
 A scaling sweep asks how much faster np ranks train than one. On a small machine part of the
 answer is the machine itself: two processes on two cores share memory bandwidth and caches, so
-even two *independent* copies of the step do not run 2x one. This probe measures that ceiling
+even two *independent* copies of the step may not run 2x one. This probe measures that ceiling
 the same way the ranks train (the same network and batch, one compute thread per process, left
 to the scheduler as the ranks are), so a lesson can show Horovod's speedup beside it::
 
