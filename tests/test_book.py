@@ -26,6 +26,11 @@ from workshop import book
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
+#: Lessons whose live-rank section is photographed: lesson -> its heading.
+LIVE_RANK_SECTIONS = {
+    "01-data-vs-model-parallelism": "Collectives by hand",
+    "02-your-first-horovod-program": "First, on live ranks",
+}
 LINKS = book.Links("someone/horovod-workshop", "HEAD")
 
 
@@ -464,6 +469,16 @@ def _read_page(page, stem: str, run) -> list[str]:
         if target.count():
             target.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / f"book-{stem}.png"))
+    if stem in LIVE_RANK_SECTIONS:  # what a learner sees of the live ranks (issue 41)
+        page.evaluate(CLOSE_ALL_JS)
+        heading = page.get_by_role("heading", name=re.compile(LIVE_RANK_SECTIONS[stem]))
+        if not heading.count():
+            problems.append(f"{stem}: no section {LIVE_RANK_SECTIONS[stem]!r}")
+        else:
+            heading.first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / f"book-{stem}-live-ranks.png"))
+            if "stdout:1" not in text:
+                problems.append(f"{stem}: no output of rank 1 on the page")
     downloads = page.locator("a.download.reference")
     if not downloads.count():
         problems.append(f"{stem}: no download link")

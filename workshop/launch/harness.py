@@ -25,6 +25,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from workshop.launch.quiet import busy_cpu_s, own_cpu_s
+
 LOCK_FILE = "/tmp/workshop-cpu.lock"
 #: The job every recorded diagnosis run shares (the capstone and the straggler benchmark):
 #: 2 ranks, PyTorch, MNIST's offline subset, Gloo, 3 short epochs.
@@ -133,24 +135,6 @@ def injected(
         for process in busy:
             process.terminate()
             process.wait()
-
-
-def busy_cpu_s() -> float:
-    """CPU seconds the whole machine has been busy since boot (``/proc/stat``: user, nice,
-    system, irq, softirq, steal), or NaN where there is no /proc/stat."""
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return float("nan")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s() -> float:
-    """CPU seconds of this process (the binder thread) and of its children that have ended and
-    been waited for (the run's launcher, its ranks, the busy process)."""
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
 
 
 def wait_for_quiet(
