@@ -114,6 +114,8 @@ def _kill_all(pids: list) -> None:
 def mpi_args(np: int, cores: int | None = None) -> list[str]:
     """mpiexec's options: oversubscribe when there are more ranks than cores (Binder has one
     core for 2 ranks), and no binding (the ranks share the notebook's cores)."""
+    if cores is None and hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))  # what this process may use (taskset, a cpuset)
     cores = cores or os.cpu_count() or 1
     args = ["--bind-to", "none"]
     if np > cores:
