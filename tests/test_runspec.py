@@ -46,6 +46,8 @@ def _literal_lists(tree: ast.AST):
 SELECTIONS = {
     # `workshop runs` / doctor: the columns a learner sees first in the list of runs
     ("workshop/readers/runs.py", ("controller", "dataset", "framework", "np")): 2,
+    # a sweep's compute baseline times one network and per-worker batch: these may not vary
+    ("workshop/launch/sweep.py", ("batch_size", "dataset", "framework")): 1,
     # the epochs table: the run's columns the learning-curve analyses group epochs by
     ("workshop/readers/sweep.py", ("batch_size", "lr_scaling", "np")): 1,
     # summary.json: what rank 0 measured and ran with (np is hvd.size(), device the one used)

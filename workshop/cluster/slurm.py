@@ -104,16 +104,40 @@ def slurm_conf(state: dict, mpi_default: str, cpus: int) -> str:
     )
 
 
+def _under_tmp() -> list[str]:
+    """The folders of this installation that lie under /tmp (a clone and its environment, as
+    a test's clone may): a node's own /tmp must still show them, or its jobs find no Python."""
+    import sys
+
+    import workshop
+
+    keep = set()
+    for path in (Path(sys.prefix), Path(workshop.__file__).resolve().parents[1]):
+        parts = path.resolve().parts
+        if len(parts) > 2 and parts[:2] == ("/", "tmp"):
+            keep.add(parts[2])  # the top folder below /tmp (e.g. a clone's)
+    return sorted(keep)
+
+
 def _node_daemon(state: dict, node: dict, argv: list[str]) -> list[str]:
-    """``argv`` in the node's network and UTS namespaces, with the node's own ``/tmp``."""
-    tmp = Path(state["state_dir"]) / "slurm" / "tmp" / node["name"]
-    tmp.mkdir(parents=True, exist_ok=True)
+    """``argv`` in the node's network and UTS namespaces, with the node's own ``/tmp`` (the
+    folders of this installation under /tmp bound back into it)."""
+    base = Path(state["state_dir"]) / "slurm"
+    tmp, host_tmp = base / "tmp" / node["name"], base / "host-tmp"
+    for folder in (tmp, host_tmp):
+        folder.mkdir(parents=True, exist_ok=True)
     tmp.chmod(0o1777)
+    keep = "".join(
+        f'mkdir -p "/tmp/{name}" && mount --bind "{host_tmp}/{name}" "/tmp/{name}" && '
+        for name in _under_tmp()
+    )
+    script = (f'mount --bind /tmp "{host_tmp}" && mount --bind "{tmp}" /tmp && {keep}'
+              'exec "$@"')  # fmt: skip
     sshd = state["sshd"][node["name"]]
     return [
         "nsenter", f"--net=/run/netns/{node['namespace']}", f"--uts=/proc/{sshd}/ns/uts", "--",
         "unshare", "--mount", "--propagation", "private", "--",
-        "sh", "-c", 'mount --bind "$0" /tmp && exec "$@"', str(tmp), *argv,
+        "sh", "-c", script, "sh", *argv,
     ]  # fmt: skip
 
 
