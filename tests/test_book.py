@@ -475,7 +475,7 @@ def _read_page(page, stem: str, run) -> list[str]:
         if not heading.count():
             problems.append(f"{stem}: no section {LIVE_RANK_SECTIONS[stem]!r}")
         else:
-            heading.first.scroll_into_view_if_needed()
+            heading.first.evaluate("e => e.scrollIntoView({block: 'start'})")
             page.screenshot(path=str(ARTIFACTS / f"book-{stem}-live-ranks.png"))
             if "stdout:1" not in text:
                 problems.append(f"{stem}: no output of rank 1 on the page")
