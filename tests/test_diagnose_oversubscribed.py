@@ -100,3 +100,12 @@ def test_recorded_np4_runs_on_two_cores_are_oversubscribed(run):
 def test_recorded_np2_runs_on_two_cores_are_not(run):
     result = diagnose_run(PLACEMENT / run)
     assert "oversubscribed" not in [f["problem"] for f in result["findings"]]
+
+
+def test_near_miss_a_recorded_communication_bound_run_is_not_oversubscribed():
+    # data/cluster/scaling-100mbit: 1 + 1 ranks across a 100 Mbit/s link on the 2-core machine
+    # (recorded on a quiet machine), the allreduce most of each step: communication-bound
+    # (small_batch), and its ranks do not share cores
+    result = diagnose_run(data_path("cluster", "scaling-100mbit", "r1-p01-np2"))
+    problems = [f["problem"] for f in result["findings"]]
+    assert "small_batch" in problems and "oversubscribed" not in problems
