@@ -208,3 +208,21 @@ def test_lr_plots():
         "batch 32, lr none",
         "batch 512, lr linear + 1 ep warmup",
     ]
+
+
+def test_worker_axes_have_whole_numbers_and_knob_axes_readable_names():
+    import pandas as pd
+
+    from workshop import plot
+    from workshop.plot.tuning import readable
+
+    table = pd.DataFrame({"np": [1, 2], "speedup_throughput": [1.0, 1.4],
+                          "efficiency_throughput": [1.0, 0.7]})  # fmt: skip
+    for draw in (plot.plot_speedup, plot.plot_efficiency):
+        ax = draw(table, metrics=("throughput",))
+        ax.figure.canvas.draw()
+        ticks = [t for t in ax.get_xticks() if 1 <= t <= 2]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks  # not 1.2, 1.4
+    assert readable("cycle_time_ms") == "cycle time (ms)"
+    assert readable("fusion_threshold_mb") == "fusion threshold (MB)"
+    assert readable("cache_capacity") == "cache capacity"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.ticker import FuncFormatter, LogLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
 from workshop.analysis.scaling import METRICS, amdahl_speedup
 from workshop.plot._axes import _axes
@@ -85,6 +85,7 @@ def plot_speedup(
             label=f"linear fit, slope {linear['slope']:.2f}",
         )
     ax.set_xlabel("workers (np)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no 1.2 or 1.4 workers
     ax.set_ylabel("speedup")
     legend_outside(ax)
     return ax
@@ -101,6 +102,7 @@ def plot_efficiency(
         if column in table and table[column].notna().any():
             ax.plot(table["np"], table[column], "o-", label=METRIC_LABELS[metric])
     ax.set_xlabel("workers (np)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("efficiency")
     ax.set_ylim(0, max(1.1, float(np.nanmax(table.filter(like="efficiency_").to_numpy())) + 0.05))
     legend_outside(ax)
@@ -222,6 +224,7 @@ def plot_prediction(comparison: pd.DataFrame, *, ax: Axes | None = None) -> Axes
     measured = comparison.dropna(subset=["speedup_measured"])
     ax.plot(measured["np"], measured["speedup_measured"], "o", ms=8, label="measured")
     ax.set_xlabel("workers (np)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no 1.2 or 1.4 workers
     ax.set_ylabel("speedup")
     legend_outside(ax)
     return ax

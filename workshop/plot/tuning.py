@@ -16,6 +16,14 @@ def _wide(ax: Axes | None) -> Axes:
     return _axes(ax, (7.5, 4), constrained=True)
 
 
+def readable(column: str) -> str:
+    """A run option's column name as an axis label: ``cycle_time_ms`` -> ``cycle time (ms)``."""
+    for suffix, unit in (("_mb", "MB"), ("_ms", "ms"), ("_s", "s")):
+        if column.endswith(suffix):
+            return f"{column.removesuffix(suffix).replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
 def plot_knob_effect(
     effect: pd.DataFrame, knob: str, *, metric_label: str = "", ax: Axes | None = None
 ) -> Axes:
@@ -49,7 +57,7 @@ def plot_knob_effect(
             fontsize="small",
         )
     ax.set_xticks(x, labels)
-    ax.set_xlabel(f"{knob} (first: baseline)")
+    ax.set_xlabel(f"{readable(knob)} (first: the baseline)")
     ax.set_ylabel(metric_label or "median over repeated runs")
     return ax
 
