@@ -53,6 +53,11 @@ def test_memory_and_costs_plots():
     e = est.model_estimates()
     ax = figs.plot_memory(e, gpu_memory_bytes=11 * 2**30)
     assert len(ax.patches) == 3 * len(e) and ax.get_xscale() == "log"
+    # the line the lesson's verdicts compare with is drawn too: 9.9 of the 11 GiB (lesson 01's
+    # plot showed only the 11 while its verdicts said 9.9)
+    lines = {line.get_label(): line.get_xdata()[0] for line in ax.get_lines()}
+    assert lines["GPU memory 11.0 GiB"] == 11 * 2**30
+    assert lines["usable 9.9 GiB (10% for the framework)"] == pytest.approx(0.9 * 11 * 2**30)
     costs = est.exchange_costs([1, 2, 4], [8, 1e8])
     ax = figs.plot_exchange_costs(costs)
     labels = [line.get_label() for line in ax.get_lines()]

@@ -108,14 +108,20 @@ def plot_loss(losses: dict[str, pd.DataFrame], *, ax: Axes | None = None) -> Axe
 
 
 def plot_memory(
-    estimates: pd.DataFrame, *, gpu_memory_bytes: float | None = None, ax: Axes | None = None
+    estimates: pd.DataFrame,
+    *,
+    gpu_memory_bytes: float | None = None,
+    reserve_fraction: float = 0.1,
+    ax: Axes | None = None,
 ) -> Axes:
     """Model state and activation memory per model (log scale), with the GPU's memory.
 
     Args:
         estimates: output of ``analysis.parallelism.model_estimates`` (``model``,
             ``state_bytes``, ``activation_bytes``, ``total_bytes``).
-        gpu_memory_bytes: draws a vertical line at this size.
+        gpu_memory_bytes: draws a vertical line at this size, and one at what a model may use
+            of it (``analysis.parallelism_table``'s rule, the same ``reserve_fraction`` kept
+            for the framework), the size the lesson's verdicts compare with.
     """
     require_columns(
         estimates, ["model", "state_bytes", "activation_bytes", "total_bytes"], "plot_memory"
@@ -133,7 +139,14 @@ def plot_memory(
             gpu_memory_bytes,
             color="black",
             ls="--",
-            label=f"GPU memory {gpu_memory_bytes / 2**30:.0f} GiB",
+            label=f"GPU memory {gpu_memory_bytes / 2**30:.1f} GiB",
+        )
+        usable = gpu_memory_bytes * (1 - reserve_fraction)
+        ax.axvline(
+            usable,
+            color="black",
+            ls=":",
+            label=f"usable {usable / 2**30:.1f} GiB ({reserve_fraction:.0%} for the framework)",
         )
     ax.set_xscale("log")
     ax.set_yticks(list(y), estimates["model"])
