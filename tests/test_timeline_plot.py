@@ -51,6 +51,9 @@ def test_breakdown_bars(tl) -> None:
 def test_lateness_heatmap(tl) -> None:
     m = A.lateness_matrix(tl.ticks)
     ax = P.plot_lateness_heatmap(m)
+    # at most 25 tensor names, each large enough to read (lesson 04's were 6 pt, one per column)
+    labels = ax.get_xticklabels()
+    assert 0 < len(labels) <= 25 and all(label.get_fontsize() >= 8 for label in labels)
     assert ax.images[0].get_array().shape == m.shape
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="no readiness ticks"):

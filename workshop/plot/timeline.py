@@ -205,7 +205,9 @@ def plot_lateness_heatmap(
     ax = _axes(ax, (min(14, 2 + 0.25 * m.shape[1]), 1.2 + 0.45 * m.shape[0]))
     im = ax.imshow(m.to_numpy(dtype=float), aspect="auto", cmap="magma_r", interpolation="none")
     ax.set_yticks(range(len(m.index)), [f"rank {r}" for r in m.index])
-    ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns], rotation=90, fontsize=6)
+    # at most 25 tensor names, at a size that can be read at a page's width
+    shown = range(0, m.shape[1], max(1, -(-m.shape[1] // 25)))
+    ax.set_xticks(list(shown), [str(m.columns[i]) for i in shown], rotation=90, fontsize=8)
     ax.figure.colorbar(im, ax=ax, label="late behind the first rank (ms)")
     ax.set_title("Readiness lateness per rank and tensor")
     return ax
