@@ -88,10 +88,13 @@ SAME_WORKER_MODULES = {
     "test_check_others.py",
     "test_cluster_live.py",
     "test_cluster_slurm.py",
+    "test_jobscript_slurm_live.py",
     "test_parallelism.py",
     "test_profiler.py",
     "test_repo2docker.py",
 }
+# The modules that bring up the emulated cluster (one at a time: its namespaces have fixed names)
+CLUSTER_MODULES = {"test_cluster_live.py", "test_cluster_slurm.py", "test_jobscript_slurm_live.py"}
 # The order xdist hands tests out in (scripts/test.sh passes --no-loadscope-reorder): first the
 # tests that run alone (one worker) beside the tests that start no processes (the other), then
 # the longest live test, then the other live tests, two at a time. A group goes where its
@@ -148,8 +151,8 @@ def _xdist_group(nodeid: str) -> str | None:
     if function in ALONE_TESTS:
         return "alone"  # one unit: the tests that run alone
     if module in SAME_WORKER_MODULES:
-        # one emulated cluster at a time on this machine: both cluster modules on one worker
-        return "emulated-cluster" if module.startswith("test_cluster_") else module
+        # one emulated cluster at a time on this machine: its modules on one worker
+        return "emulated-cluster" if module in CLUSTER_MODULES else module
     if function in LESSON_02_LIVE_TESTS:
         return "lesson-02-live"
     if function in LEARNER_TESTS:

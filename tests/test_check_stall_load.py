@@ -1,10 +1,14 @@
 """No false stall under load: a rank starved of CPU (its progress not rewritten) or collectives
 younger than the stall timeout are not a stall; a real stall is still named. Unit tests on the
-watch, and a live run of correct checks and a real stall beside CPU-burning processes."""
+watch, and a live run of correct checks and a real stall beside competing Horovod training runs
+(the room of learners on one node that showed the false stall) and CPU-burning processes."""
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -69,6 +73,18 @@ def test_collectives_younger_than_the_timeout_are_not_a_stall():
 # Live: checks beside CPU-burning processes on this machine's cores
 
 
+def _running_in(folder: Path) -> list[int]:
+    """Processes whose command line names ``folder`` (a run's ranks write into it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(folder).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def _burn(seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -79,13 +95,41 @@ def _burn(seconds: float) -> None:
 def test_live_no_false_stall_under_load_and_a_real_stall_still_named(
     tmp_path, cpu_lock, horovod_ready
 ):
-    # 4 busy processes on 2 cores, then 3 checks of a correct script and 1 of a stalling one
-    # at once: 6 + 2 ranks and 4 burners. A short stall timeout (4 s) makes a false stall
-    # likely where the watch cannot tell starved ranks from waiting ones.
-    burners = [multiprocessing.Process(target=_burn, args=(240,)) for _ in range(4)]
+    # Two competing 2-rank training runs (workshop run, as other learners' would) and 2 busy
+    # processes on 2 cores, then 3 checks of a correct script and 1 of a stalling one at once:
+    # 6 + 2 checked ranks beside 4 training ranks and 2 burners. A short stall timeout (4 s)
+    # makes a false stall likely where the watch cannot tell starved ranks from waiting ones.
+    training = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "workshop.cli",
+                "run",
+                "-np",
+                "2",
+                "--epochs",
+                "500",
+                "--steps-per-epoch",
+                "40",
+                "--no-timeline",
+                "--quiet",
+                "--out",
+                str(tmp_path / "competing"),
+                "--name",
+                f"learner-{i}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    burners = [multiprocessing.Process(target=_burn, args=(240,)) for _ in range(2)]
     for burner in burners:
         burner.start()
     try:
+        time.sleep(5)  # the competing runs past their start-up, training
+        assert all(run.poll() is None for run in training), "a competing run ended early"
 
         def run(name: str, index: int) -> check.Report:
             folder = tmp_path / f"{index}"
@@ -96,10 +140,16 @@ def test_live_no_false_stall_under_load_and_a_real_stall_still_named(
         names = ["torch_correct.py"] * 3 + ["torch_rank0_metric_allreduce.py"]
         with ThreadPoolExecutor(len(names)) as pool:
             reports = list(pool.map(run, names, range(len(names))))
+        assert all(run.poll() is None for run in training), "the competition stopped early"
     finally:
         for burner in burners:
             burner.kill()
             burner.join()
+        for competing in training:  # workshop run stops its ranks on SIGTERM
+            competing.send_signal(signal.SIGTERM)
+        for competing in training:
+            competing.wait(timeout=60)
+    assert _running_in(tmp_path / "competing") == [], "competing ranks left running"
     for report in reports:
         print(report)
     correct, stalled = reports[:3], reports[3]
