@@ -55,6 +55,10 @@ def max_foreign_cores() -> float:
         raise ValueError(message) from None
 
 
+#: The 1-minute load average a run may start at, per core (1.5 on 2 cores): the load average
+#: still carries the last minute's work (a sweep's previous run too), which the CPU-time window
+#: alone does not see.
+MAX_LOADAVG_PER_CORE = 0.75
 #: Seconds the machine must stay under the threshold before a run starts.
 QUIET_WINDOW_S = 5.0
 #: Longest wait for a quiet machine before a recording gives up (an error, nothing recorded).
@@ -189,7 +193,8 @@ def wait_for_quiet(
     timeout_s: float = QUIET_TIMEOUT_S,
     report: Callable[[str], None] = print,
 ) -> dict:
-    """Wait until other work has stayed under ``max_cores`` for ``window_s`` seconds.
+    """Wait until other work has stayed under ``max_cores`` for ``window_s`` seconds and the
+    1-minute load average is under :data:`MAX_LOADAVG_PER_CORE` per core.
 
     Progress: a line every 30 s of waiting, with the foreign load and its busiest processes.
 
@@ -200,18 +205,21 @@ def wait_for_quiet(
         BusyMachine: not quiet within ``timeout_s`` (the message says how busy, and by whom).
     """
     max_cores = max_foreign_cores() if max_cores is None else max_cores
+    max_loadavg = MAX_LOADAVG_PER_CORE * (os.cpu_count() or 1)
     started = time.monotonic()
     last_report = started
     while True:
         load = foreign_cores_now(window_s)
         waited = time.monotonic() - started
-        if load <= max_cores:
+        loadavg = os.getloadavg()[0]
+        if load <= max_cores and loadavg < max_loadavg:
             return {"waited_s": round(waited, 1), "quiet_before_cores": round(load, 3)}
         others = ", ".join(f"{name} {cores:.2f}" for name, cores in busiest_others())
         if waited >= timeout_s:
             raise BusyMachine(
                 f"the machine was not quiet for {timeout_s:.0f} s: other work used "
-                f"{load:.2f} cores (threshold {max_cores}; busiest: {others or 'short-lived'}). "
+                f"{load:.2f} cores (threshold {max_cores}; busiest: {others or 'short-lived'}), "
+                f"load average {loadavg:.2f} (under {max_loadavg:g} wanted). "
                 "Stop the other work (tests, builds, notebooks) and record again."
             )
         if time.monotonic() - last_report >= 30:
@@ -219,7 +227,8 @@ def wait_for_quiet(
             busiest = others or "short-lived"
             report(
                 f"waiting for a quiet machine ({waited:.0f} s): other work uses {load:.2f} "
-                f"cores, threshold {max_cores} (busiest: {busiest})"
+                f"cores, threshold {max_cores} (busiest: {busiest}); load average "
+                f"{loadavg:.2f}, under {max_loadavg:g} wanted"
             )
 
 

@@ -396,6 +396,9 @@ def _run_point(
             run_dir = launch()
         entry["status"] = "ok"
         entry["run"] = Path(run_dir).name
+        if record:  # the load the run started at, after its wait for a quiet machine
+            recorded = json.loads((Path(run_dir) / "run.json").read_text())["recording"]
+            entry["loadavg_1min"] = recorded["loadavg_before"][0]
     except (RunInterrupted, KeyboardInterrupt):
         entry["status"] = "interrupted"
         entry["run"] = _newest_run(sweep_dir, entry["name"])
