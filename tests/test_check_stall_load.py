@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from processes import processes_with
 
 from workshop import check
 from workshop.check import stalls
@@ -71,18 +72,6 @@ def test_collectives_younger_than_the_timeout_are_not_a_stall():
 
 # ---------------------------------------------------------------------------------------------
 # Live: checks beside CPU-burning processes on this machine's cores
-
-
-def _running_in(folder: Path) -> list[int]:
-    """Processes whose command line names ``folder`` (a run's ranks write into it)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and str(folder).encode() in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
 
 
 def _burn(seconds: float) -> None:
@@ -149,7 +138,7 @@ def test_live_no_false_stall_under_load_and_a_real_stall_still_named(
             competing.send_signal(signal.SIGTERM)
         for competing in training:
             competing.wait(timeout=60)
-    assert _running_in(tmp_path / "competing") == [], "competing ranks left running"
+    assert processes_with(str(tmp_path / "competing")) == [], "competing ranks left running"
     for report in reports:
         print(report)
     correct, stalled = reports[:3], reports[3]

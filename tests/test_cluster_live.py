@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import processes_with
 
 from workshop.cluster import emulate
 from workshop.cluster.spec import NAMESPACE_PREFIX
@@ -49,20 +50,6 @@ def on_cluster(*run_args: str) -> list[str]:
 def namespaces() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [line.split()[0] for line in out.splitlines() if line.startswith(NAMESPACE_PREFIX)]
-
-
-def processes_with(marker: str) -> list[str]:
-    """Command lines of the processes that mention ``marker`` (a run directory)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline:
-                found.append(cmdline)
-    return found
 
 
 def daemons_on(node: str) -> list[str]:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import processes_with
 
 from workshop.cluster import emulate
 
@@ -26,20 +27,6 @@ WORKSHOP = [sys.executable, "-m", "workshop.cli"]
 def workshop(*args: str, cwd=None, timeout=240) -> subprocess.CompletedProcess:
     return subprocess.run([*WORKSHOP, *args], capture_output=True, text=True, cwd=cwd,
                           timeout=timeout)  # fmt: skip
-
-
-def ours_left(marker: str) -> list[str]:
-    """Processes whose command line names ``marker`` (the cluster's state folder)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline and "pytest" not in cmdline:
-                found.append(cmdline)
-    return found
 
 
 def up_slurm(mpi_default: str):
@@ -64,7 +51,7 @@ def slurm(cpu_lock_module, horovod_ready):
     finally:
         down = workshop("cluster", "down")
     assert down.returncode == 0, down.stdout + down.stderr
-    assert ours_left(state["state_dir"]) == []  # munged, slurmctld and both slurmd are gone
+    assert processes_with(state["state_dir"]) == []  # munged, slurmctld and both slurmd are gone
 
 
 def submit(state, script: Path) -> tuple[subprocess.CompletedProcess, str]:

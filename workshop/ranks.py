@@ -181,8 +181,7 @@ def start(np: int = 2, *, threads_per_rank: int = 1, timeout_s: float = 90.0) ->
 def _watch(kernel: int, pids: list, cluster) -> subprocess.Popen:
     """A process in a session of its own that kills the ranks, mpiexec and the controller
     when ``kernel`` (this process) is gone."""
-    launchers = [launcher for launcher in cluster.engines.values()]
-    for launcher in launchers:
+    for launcher in cluster.engines.values():  # mpiexec, one per engine set
         pid = getattr(getattr(launcher, "process", None), "pid", None)
         if pid:
             pids.append(pid)

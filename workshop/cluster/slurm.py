@@ -1,8 +1,8 @@
 """Slurm on the emulated cluster (``workshop cluster up --slurm``, root): a real batch scheduler
 in front of the nodes, so that generated job scripts are submitted with ``sbatch`` for real.
 
-What it starts, each recorded in the cluster's state file before it starts (``down`` stops
-them by pid, whatever else happened):
+What it starts, each recorded with its pid in the cluster's state file as it starts (``down``
+stops them by pid, whatever else happened):
 
 * one ``munged`` for all nodes (they share this machine's filesystem), with a key made for the
   cluster and its socket in the state folder;
@@ -178,17 +178,14 @@ def start(
         "conf": str(conf_path(state)),
         "mpi_default": mpi_default,
         "work": str(work),
-        "pids": {},
     }
 
     def daemon(name: str, argv: list[str], log: Path) -> None:
-        will_make("daemon", name)
         with log.open("w") as out:
             process = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, env=os.environ | slurm_env(state),
             )  # fmt: skip
-        state["slurm"]["pids"][name] = process.pid
         will_make("pid", name, pid=process.pid)
 
     daemon(

@@ -25,7 +25,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from workshop.launch.quiet import busy_cpu_s, own_cpu_s
+from workshop.launch.quiet import ForeignLoad, foreign_cores_now
 
 LOCK_FILE = "/tmp/workshop-cpu.lock"
 #: The job every recorded diagnosis run shares (the capstone and the straggler benchmark):
@@ -141,7 +141,8 @@ def wait_for_quiet(
     window_s: float = 3.0, max_cores: float = 0.15, timeout_s: float = 30.0
 ) -> float:
     """Wait until the machine has been quiet for ``window_s`` seconds: other users' work
-    busy on fewer than ``max_cores`` cores on average (:func:`busy_cpu_s`). Others on a shared
+    busy on fewer than ``max_cores`` cores on average
+    (:func:`workshop.launch.quiet.foreign_cores_now`). Others on a shared
     machine do not all take the CPU lock, and a straggler made by a busy process beside one
     rank disappears when other work loads the other rank's core as much.
 
@@ -151,9 +152,7 @@ def wait_for_quiet(
     """
     started = time.time()
     while time.time() - started < timeout_s:
-        before = busy_cpu_s()
-        time.sleep(window_s)
-        if (busy_cpu_s() - before) / window_s < max_cores:
+        if foreign_cores_now(window_s) < max_cores:
             break
     return round(time.time() - started, 1)
 
@@ -206,9 +205,8 @@ def record_run(
 def _record_once(command, run_dir, rank_cores, hog_core, hogs, quiet) -> dict:
     waited = wait_for_quiet() if quiet else None
     load_before = list(os.getloadavg())
-    busy_before, ours_before = busy_cpu_s(), own_cpu_s()
     started = time.time()
-    with injected(run_dir, rank_cores, hog_core, hogs) as done:
+    with ForeignLoad() as load, injected(run_dir, rank_cores, hog_core, hogs) as done:
         launch = subprocess.Popen(
             [sys.executable, "-m", "workshop.cli", *command[1:]],
             stdout=subprocess.PIPE,
@@ -225,8 +223,7 @@ def _record_once(command, run_dir, rank_cores, hog_core, hogs, quiet) -> dict:
     if launch.returncode:
         raise RuntimeError(f"{' '.join(command)} exited with {launch.returncode}:\n{output}")
     seconds = round(time.time() - started, 2)
-    ours = own_cpu_s() - ours_before
-    foreign = round(max(0.0, busy_cpu_s() - busy_before - ours), 2)
+    foreign = round(load.foreign_cpu_s, 2)
     print(f"{run_dir}: {seconds:.1f} s, foreign load {foreign:.1f} CPU-s", flush=True)
     record = {
         "command": command,

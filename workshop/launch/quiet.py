@@ -303,6 +303,58 @@ def add_record(run_dir: Path, record: dict) -> None:
     tmp.replace(path)
 
 
+def describe(load: ForeignLoad, max_cores: float, **fields) -> dict:
+    """The ``recording`` record of one measured attempt (see :func:`recorded`)."""
+    return {
+        "schema": SCHEMA,
+        "max_foreign_cores": max_cores,
+        **fields,
+        "seconds": round(load.seconds, 2),
+        "foreign_cpu_s": round(load.foreign_cpu_s, 2),
+        "foreign_cores": round(load.foreign_cores, 3),
+        "remote_cpu_s": round(load.remote_cpu_s, 2),
+        "quiet": load.foreign_cores <= max_cores,
+    }
+
+
+def quietly(
+    make: Callable[[], object],
+    *,
+    label: Callable[[object], str],
+    discard: Callable[[object], None] | None = None,
+    attempts: int = 5,
+    max_cores: float | None = None,
+    report: Callable[[str], None] = print,
+    wait: Callable[..., dict] = wait_for_quiet,
+    measure: Callable[[], ForeignLoad] = ForeignLoad,
+) -> tuple[object, dict]:
+    """Call ``make()`` on a quiet machine, and again (``attempts`` times at most) when other
+    work disturbed it; ``discard`` undoes a disturbed attempt, ``label`` names one in the
+    progress lines.
+
+    Returns:
+        ``(what make returned, its record)``: the first undisturbed attempt's, or the last
+        one's with ``quiet: false`` when every attempt was disturbed.
+    """
+    max_cores = max_foreign_cores() if max_cores is None else max_cores
+    disturbed: list[float] = []
+    for attempt in range(1, attempts + 1):
+        waited = wait(max_cores=max_cores, report=report)
+        loadavg = [round(x, 2) for x in os.getloadavg()]
+        with measure() as load:
+            result = make()
+        record = describe(load, max_cores, **waited, loadavg_before=loadavg,
+                          disturbed_attempts=list(disturbed))  # fmt: skip
+        if record["quiet"] or attempt == attempts:
+            return result, record
+        disturbed.append(round(load.foreign_cores, 3))
+        report(f"{label(result)}: other work took {load.foreign_cores:.2f} cores "
+               f"(threshold {max_cores}); recording it again")  # fmt: skip
+        if discard is not None:
+            discard(result)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def recorded(
     run: Callable[[], Path],
     *,
@@ -335,42 +387,19 @@ def recorded(
         BusyMachine: no quiet moment, or every attempt disturbed (the last one's directory is
             kept, its record says ``quiet: false``, and the message names it).
     """
-    max_cores = max_foreign_cores() if max_cores is None else max_cores
-    disturbed: list[float] = []
-    for attempt in range(1, attempts + 1):
-        waited = wait(max_cores=max_cores, report=report)
-        loadavg = [round(x, 2) for x in os.getloadavg()]
-        with measure() as load:
-            run_dir = Path(run())
-        quiet = load.foreign_cores <= max_cores
-        record = {
-            "schema": SCHEMA,
-            "max_foreign_cores": max_cores,
-            **waited,
-            "seconds": round(load.seconds, 2),
-            "foreign_cpu_s": round(load.foreign_cpu_s, 2),
-            "foreign_cores": round(load.foreign_cores, 3),
-            "remote_cpu_s": round(load.remote_cpu_s, 2),
-            "loadavg_before": loadavg,
-            "disturbed_attempts": list(disturbed),
-            "quiet": quiet,
-            **(extra or {}),
-        }
-        if quiet:
-            add_record(run_dir, record)
-            return run_dir
-        if attempt == attempts:
-            add_record(run_dir, record)
-            raise BusyMachine(
-                f"{run_dir}: every one of {attempts} attempts was disturbed (other work took "
-                f"{', '.join(f'{c:.2f}' for c in [*disturbed, load.foreign_cores])} cores; "
-                f"threshold {max_cores}); the last one is kept with quiet: false"
-            )
-        disturbed.append(round(load.foreign_cores, 3))
-        report(f"{run_dir.name}: other work took {load.foreign_cores:.2f} cores "
-               f"(threshold {max_cores}); recording it again")  # fmt: skip
-        shutil.rmtree(run_dir)
-    raise AssertionError("unreachable")  # pragma: no cover
+    run_dir, record = quietly(
+        lambda: Path(run()), label=lambda d: d.name, discard=shutil.rmtree, attempts=attempts,
+        max_cores=max_cores, report=report, wait=wait, measure=measure,
+    )  # fmt: skip
+    add_record(run_dir, record | (extra or {}))
+    if not record["quiet"]:
+        loads = [*record["disturbed_attempts"], record["foreign_cores"]]
+        raise BusyMachine(
+            f"{run_dir}: every one of {attempts} attempts was disturbed (other work took "
+            f"{', '.join(f'{c:.2f}' for c in loads)} cores; "
+            f"threshold {record['max_foreign_cores']}); the last one is kept with quiet: false"
+        )
+    return run_dir
 
 
 @contextmanager

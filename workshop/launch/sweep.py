@@ -206,7 +206,7 @@ def run_sweep(
     manifest["points"] = kept + entries
     _write_manifest(manifest_path, manifest)
 
-    todo = [(entry, config) for entry, (_, config) in zip(entries, round_points, strict=True)]
+    todo = [(entry, config) for entry, (_, config, _) in zip(entries, round_points, strict=True)]
     todo = [(e, c) for e, c in todo if e["status"] == "pending"]
     baselines = _baselines_todo(sweep_dir, base, grid, rounds) if compute_baseline else {}
     probe = points[0][1]  # the network and per-worker batch every point shares (checked)
@@ -262,21 +262,24 @@ def _start_manifest(
     return manifest, kept
 
 
-def _rounds(points: list[tuple[str, RunConfig]], rounds: int) -> list[tuple[str, RunConfig]]:
-    """The points of every round, round by round; names get ``r<round>-`` when rounds > 1."""
+def _rounds(
+    points: list[tuple[str, RunConfig]], rounds: int
+) -> list[tuple[str, RunConfig, int | None]]:
+    """``(name, config, round)`` of every round's points, round by round; with rounds > 1
+    names get ``r<round>-``, else the round is None."""
     if rounds == 1:
-        return points
-    return [(f"r{r}-{name}", config) for r in range(1, rounds + 1) for name, config in points]
+        return [(name, config, None) for name, config in points]
+    return [(f"r{r}-{name}", config, r) for r in range(1, rounds + 1) for name, config in points]
 
 
 def _point_entries(
-    points: list[tuple[str, RunConfig]], done: list[tuple[str, dict]]
+    points: list[tuple[str, RunConfig, int | None]], done: list[tuple[str, dict]]
 ) -> list[dict]:
     """One manifest entry per point: ``skipped`` when a finished run in ``done`` (see
     :func:`finished_runs`) has its configuration (each finished run stands for one point: the
     rounds of one configuration take the finished runs in name order), else ``pending``."""
     entries, used = [], set()
-    for name, config in points:
+    for name, config, round_ in points:
         wanted = dataclasses.asdict(config)
         match = next(
             (run for run, recorded in done
@@ -293,8 +296,8 @@ def _point_entries(
             "duration_s": None,
             "error": None,
         }
-        if name.startswith("r") and name.split("-", 1)[0][1:].isdigit():
-            entry["round"] = int(name.split("-", 1)[0][1:])
+        if round_ is not None:
+            entry["round"] = round_
         entries.append(entry)
     return entries
 
@@ -305,15 +308,9 @@ BASELINE_FILE = "compute-baseline.jsonl"
 def _baselines_todo(
     sweep_dir: Path, base: RunConfig, grid: dict[str, list], rounds: int
 ) -> dict[int, list[int]]:
-    """round -> process counts whose raw compute is still to measure (1 and max(np)).
-
-    Raises:
-        ValueError: the grid varies the data set or the batch size (whose step would the
-            baseline time?).
-    """
+    """round -> process counts whose raw compute is still to measure (1 and max(np))."""
     from workshop.readers.sweep import read_compute_baseline
 
-    _check_baseline_grid(grid)
     counts = sorted({1, max(grid.get("np") or [base.np])})
     done = read_compute_baseline(sweep_dir)
     have = set(zip(done["round"], done["procs"], strict=True)) if len(done) else set()
@@ -321,6 +318,8 @@ def _baselines_todo(
 
 
 def _check_baseline_grid(grid: dict[str, list]) -> None:
+    """Raises ValueError when the grid varies the data set, the batch size or the framework
+    (whose step would the compute baseline time?)."""
     for key in ("dataset", "batch_size", "framework"):
         if len(grid.get(key) or []) > 1:
             raise ValueError(f"sweep: --compute-baseline times one network and batch size; the "
@@ -341,22 +340,18 @@ def _record_baseline(
     from workshop.launch import quiet
     from workshop.train.compute_probe import measure
 
-    disturbed = []
-    for attempt in range(1, 6):
-        waited = quiet.wait_for_quiet(report=report) if record else {}
+    def probe() -> dict:
+        return measure(base.dataset, base.batch_size, procs)
+
+    if record:
+        result, recording = quiet.quietly(
+            probe, label=lambda _: f"r{round_} compute x{procs}", report=report
+        )
+    else:
         with quiet.measured() as load:
-            result = measure(base.dataset, base.batch_size, procs)
-        if not record or load.foreign_cores <= quiet.max_foreign_cores() or attempt == 5:
-            break
-        disturbed.append(round(load.foreign_cores, 3))
-        report(f"r{round_} compute x{procs}: other work took {load.foreign_cores:.2f} cores; "
-               "measuring again")  # fmt: skip
-    result = {"round": round_, **result, "recording": {
-        "schema": quiet.SCHEMA, "max_foreign_cores": quiet.max_foreign_cores(), **waited,
-        "seconds": round(load.seconds, 2), "foreign_cpu_s": round(load.foreign_cpu_s, 2),
-        "foreign_cores": round(load.foreign_cores, 3), "disturbed_attempts": disturbed,
-        "quiet": load.foreign_cores <= quiet.max_foreign_cores(),
-    }}  # fmt: skip
+            result = probe()
+        recording = quiet.describe(load, quiet.max_foreign_cores(), disturbed_attempts=[])
+    result = {"round": round_, **result, "recording": recording}
     with open(sweep_dir / BASELINE_FILE, "a") as handle:
         handle.write(json.dumps(result) + "\n")
 
