@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import processes_with
 
 pytestmark = pytest.mark.live
 
@@ -45,4 +46,4 @@ def test_the_job_script_runs_on_a_slurm_whose_mpi_default_is_none(cpu_lock, horo
     finally:
         down = helpers.workshop("cluster", "down")
     assert down.returncode == 0, down.stdout + down.stderr
-    assert helpers.ours_left(state["state_dir"]) == []
+    assert processes_with(state["state_dir"]) == []
