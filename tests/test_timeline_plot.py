@@ -95,6 +95,29 @@ def test_allreduce_overlap_draws_one_step(tl) -> None:
         P.plot_allreduce_overlap(ov, step=999)
 
 
+def _legible_at_page_width(ax) -> None:
+    """Lesson 04's Gantt and overlap charts were 10-12 inches wide with 7 pt labels: the
+    book's column shrank them to about 4 pt. Now: the column's width, 8 pt or more, at most
+    25 rows, the legend under the axes (it takes no width from the bars)."""
+    ax.figure.canvas.draw()
+    assert ax.figure.get_size_inches()[0] <= P.PAGE_WIDTH_IN
+    labels = ax.get_yticklabels()
+    assert 0 < len(labels) <= 25 and all(label.get_fontsize() >= 8 for label in labels)
+    legend = ax.get_legend()
+    assert all(text.get_fontsize() >= 8 for text in legend.get_texts())
+    assert legend.get_window_extent().y1 <= ax.get_window_extent().y0
+    assert legend.get_window_extent().x1 <= ax.figure.bbox.x1  # not cut at the right edge
+
+
+def test_gantt_and_overlap_legible_at_page_width(tl) -> None:
+    ax = P.plot_timeline_gantt(tl.spans, ticks=tl.ticks)  # the whole run
+    _legible_at_page_width(ax)
+    plt.close(ax.figure)
+    ax = P.plot_allreduce_overlap(A.allreduce_overlap(tl.spans, cycles=tl.cycles))
+    _legible_at_page_width(ax)
+    plt.close(ax.figure)
+
+
 def test_two_threads_draws_one_step_of_the_cycle_marked_recording() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TimelineWarning)

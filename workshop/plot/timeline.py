@@ -38,6 +38,11 @@ PHASE_COLORS = {
     "OTHER": "#e7cb94",  # not a grey: the negotiation family is grey
 }
 
+# The book's column is about 8 inches at 100 dpi: a figure this wide is shown unscaled, so
+# labels keep their point size (9 pt tick labels and legend, as the heatmap's 8 pt and more).
+PAGE_WIDTH_IN = 8.0
+LABEL_PT = 9
+
 
 def phase_color(name: str) -> str:
     """Colour of a span or phase name (``NEGOTIATE_ALLREDUCE``, ``GLOO_ALLREDUCE`` ...)."""
@@ -61,7 +66,7 @@ def plot_timeline_gantt(
     end_us: float | None = None,
     tensors: Sequence[str] | None = None,
     ticks: pd.DataFrame | None = None,
-    max_tensors: int = 40,
+    max_tensors: int = 25,
     ax: Axes | None = None,
 ) -> Axes:
     """Tensors over time, like chrome://tracing: one row per tensor, negotiation and op bars
@@ -73,18 +78,20 @@ def plot_timeline_gantt(
         tensors: which tensors, top to bottom (default: the first ``max_tensors`` seen in the
             window).
         ticks: ``Timeline.ticks`` to mark each rank's readiness with its rank number.
-        max_tensors: row limit when ``tensors`` is not given.
+        max_tensors: row limit when ``tensors`` is not given (25 rows stay legible at a
+            page's width).
         ax: where to draw.
 
     Returns:
-        The Axes (x in milliseconds since the timeline start).
+        The Axes (x in milliseconds since the timeline start); the legend sits below the axes,
+        so the bars keep the figure's width.
     """
     lo = spans["start_us"].min() if start_us is None else start_us
     hi = spans["end_us"].max() if end_us is None else end_us
     sp = spans[(spans["end_us"] >= lo) & (spans["start_us"] <= hi)]
     names = sp["tensor"].astype(str)
     rows = list(dict.fromkeys(names))[:max_tensors] if tensors is None else list(tensors)
-    ax = _axes(ax, (12, max(2.5, 0.28 * len(rows) + 1)))
+    ax = _axes(ax, (PAGE_WIDTH_IN, max(3.0, 0.32 * len(rows) + 2.2)), constrained=True)
     y_of = {t: i for i, t in enumerate(rows)}
     sp = sp[names.isin(y_of)]
     y = sp["tensor"].astype(str).map(y_of).to_numpy(dtype=float)
@@ -116,15 +123,28 @@ def plot_timeline_gantt(
         tk = tk[tk["tensor"].astype(str).isin(y_of)]
         ty = tk["tensor"].astype(str).map(y_of).to_numpy(dtype=float)
         ax.scatter(tk["ts_us"] / 1e3, ty, marker="|", s=80, color="black", linewidths=1)
-    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=LABEL_PT)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(lo / 1e3, hi / 1e3)
     ax.set_xlabel("time since timeline start (ms)")
     ax.set_title("Horovod timeline: tensors over time")
     handles = [Patch(color=c, label=n) for n, c in legend.items()]
     if handles:
-        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+        _legend_below(ax, handles)
     return ax
+
+
+def _legend_below(ax: Axes, handles: list, *, ncol: int = 3) -> None:
+    """The legend under the axes (the figure keeps its width for the bars), legible at
+    :data:`LABEL_PT`."""
+    ax.legend(
+        handles=handles,
+        fontsize=LABEL_PT,
+        ncol=ncol,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        frameon=False,
+    )
 
 
 def _distinct_shades(names: Sequence[str]) -> dict[str, tuple[float, float, float]]:
@@ -298,7 +318,7 @@ def plot_allreduce_overlap(
     one = overlap[overlap["step"] == step]
     if one.empty:
         raise ValueError(f"no step {step} in the overlap table (steps {steps[0]}-{steps[-1]})")
-    ax = _axes(ax, (10, max(2.5, 0.35 * len(one) + 1.2)))
+    ax = _axes(ax, (PAGE_WIDTH_IN, max(3.0, 0.4 * len(one) + 2.6)), constrained=True)
     y = np.arange(len(one))
     ms = {c: one[c].to_numpy() / 1e3 for c in one.columns if c.endswith("_us")}
     ax.barh(
@@ -338,11 +358,11 @@ def plot_allreduce_overlap(
     for x, style, label in marks:
         ax.axvline(x, color="black", ls=style, lw=1)
         handles.append(Line2D([], [], color="black", ls=style, lw=1, label=label))
-    ax.set_yticks(y - 0.025, one["tensor"].astype(str), fontsize=7)
+    ax.set_yticks(y - 0.025, one["tensor"].astype(str), fontsize=LABEL_PT)
     ax.set_ylim(len(one) - 0.3, -0.7)
     ax.set_xlabel("ms since the step's first gradient was seen by Horovod")
     ax.set_title(f"Step {step}: allreduces against the backward pass")
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    _legend_below(ax, handles, ncol=2)
     return ax
 
 
