@@ -210,6 +210,43 @@ def test_lr_plots():
     ]
 
 
+def _legend_matches_lines(ax) -> list[str]:
+    """The legend's entries, after checking they are exactly the lines drawn with data."""
+    entries = [t.get_text() for t in ax.get_legend().get_texts()]
+    drawn = [
+        line.get_label()
+        for line in ax.get_lines()
+        if not line.get_label().startswith("_") and np.isfinite(line.get_ydata()).any()
+    ]
+    assert entries == drawn
+    return entries
+
+
+def test_lr_legends_list_exactly_the_lines_drawn():
+    """Lesson 07's near miss: a run with no test accuracy (an all-NaN series) and two runs with
+    the same curve got a legend entry each, 6 entries for 4 visible lines."""
+    epochs = two_runs_epochs()
+    empty = epochs[epochs.run == "a"].assign(run="empty", test_accuracy=np.nan, warmup_epochs=3)
+    twin = epochs[epochs.run == "b"].assign(run="twin", warmup_epochs=0)
+    ax = plot_lr.plot_accuracy_curves(pd.concat([epochs, empty, twin]), x="epoch")
+    assert _legend_matches_lines(ax) == [
+        "batch 32, lr none",
+        "batch 512, lr linear, with or without 1 ep warmup (same line)",
+    ]
+    schedules = {
+        f"{rule}, {w} warm-up epochs": lr.lr_schedule(0.01, 512, 32, rule, warmup_epochs=w)
+        for rule in ("none", "linear")
+        for w in (0, 1)
+    }
+    schedules["empty"] = schedules["linear, 0 warm-up epochs"].assign(lr=np.nan)
+    ax = plot_lr.plot_lr_schedules(schedules)
+    assert _legend_matches_lines(ax) == [
+        "none, 0 / 1 warm-up epochs (same line)",
+        "linear, 0 warm-up epochs",
+        "linear, 1 warm-up epochs",
+    ]
+
+
 def test_worker_axes_have_whole_numbers_and_knob_axes_readable_names():
     import pandas as pd
 
