@@ -13,10 +13,10 @@ harness (``workshop.launch.harness.record_run``), in an order that rotates per r
 The response cache is on in odd rounds for ``healthy-unpinned`` and ``straggler-rank0`` and
 off for the other two, the other way round in even rounds, so each variant is recorded both
 ways (with the cache off, the timeline has every rank's readiness ticks). Each run starts
-after a quiet window (``wait_for_quiet``: others on this shared machine do not all take the
-CPU lock, and work on the other rank's core hides a straggler), and records the CPU seconds
-other work took during it (``foreign_cpu_s``); a run disturbed by more than
-``MAX_FOREIGN_CPU_S`` is recorded again, healthy and straggler runs alike.
+through the recording path of data/ (``workshop.launch.quiet``: it starts on a quiet machine,
+work on the other rank's core would hide a straggler; the CPU other work took during the run
+is measured, ``foreign_cpu_s``, and a run disturbed by more than 0.05 cores is recorded again,
+healthy and straggler runs alike).
 
 Per run it computes every evidence number of ``workshop diagnose``
 (``workshop.analysis.diagnose.evidence``) and reports, for the straggler's number
@@ -54,9 +54,6 @@ VARIANTS: dict[str, tuple[dict[int, int] | None, int | None]] = {
     "straggler-rank0": ({0: 0, 1: 1}, 0),
     "straggler-rank1": ({0: 0, 1: 1}, 1),
 }
-#: A run during which other work on this shared machine took more CPU seconds than this is
-#: recorded again (at most 5 attempts; every deleted attempt's load stays in the record).
-MAX_FOREIGN_CPU_S = 1.5
 #: The variants with the cache on in odd rounds (the others: in even rounds).
 CACHE_ON_ODD = ("healthy-unpinned", "straggler-rank0")
 
@@ -224,7 +221,6 @@ def main(argv: list[str] | None = None) -> int:
             rank_cores=rank_cores,
             hog_core=hog_core,
             quiet=True,
-            max_foreign_cpu_s=MAX_FOREIGN_CPU_S,
             attempts=5,
         )
         runs.append(

@@ -259,3 +259,73 @@ def test_a_high_load_average_keeps_a_quiet_cpu_window_waiting(monkeypatch):
         quiet.wait_for_quiet(timeout_s=0.0)
     monkeypatch.setattr(quiet.os, "getloadavg", lambda: (1.4, 1.0, 1.0))
     assert quiet.wait_for_quiet(timeout_s=0.0)["quiet_before_cores"] == 0.0
+
+
+def _fake_workshop_run(monkeypatch, tmp_path, loads):
+    """`workshop run` in-process with its launch and the quiet path's wait and measurement
+    standing in (run directories and run.json are real files)."""
+    from workshop.commands import run as run_command
+
+    run, made = make_run(tmp_path)
+    monkeypatch.setattr(run_command, "run_one", lambda config, **kw: run())
+    monkeypatch.setattr(run_command, "summarize", lambda run_dir: "")
+    measure = ScriptedLoad(loads)
+    real_recorded = quiet.recorded
+    monkeypatch.setattr(quiet, "recorded", lambda launch, **kw: real_recorded(
+        launch, wait=no_wait, measure=measure, **kw))  # fmt: skip
+    return made
+
+
+@pytest.mark.parametrize("how", ["--record", "WORKSHOP_RECORD=1"])
+def test_workshop_run_records_through_the_quiet_path(tmp_path, monkeypatch, how):
+    from workshop.cli import main
+
+    made = _fake_workshop_run(monkeypatch, tmp_path, [0.3, 0.02])
+    if how == "--record":
+        args = ["--record"]
+    else:  # how recorders that start `workshop run` themselves (benchmarks) ask for it
+        monkeypatch.setenv("WORKSHOP_RECORD", "1")
+        args = []
+    assert main(["run", "--out", str(tmp_path), "--name", "r", *args]) == 0
+    assert not made[0].exists()  # disturbed (0.3 cores): deleted and recorded again
+    recording = json.loads((made[1] / "run.json").read_text())["recording"]
+    assert recording["quiet"] and recording["disturbed_attempts"] == [0.3]
+
+
+def test_workshop_run_without_record_writes_no_record(tmp_path, monkeypatch):
+    from workshop.cli import main
+
+    made = _fake_workshop_run(monkeypatch, tmp_path, [0.3])
+    monkeypatch.delenv("WORKSHOP_RECORD", raising=False)
+    assert main(["run", "--out", str(tmp_path), "--name", "r"]) == 0
+    assert "recording" not in json.loads((made[0] / "run.json").read_text())
+
+
+def test_workshop_run_on_a_machine_never_quiet_fails_with_the_loads(tmp_path, monkeypatch,
+                                                                  capsys):  # fmt: skip
+    from workshop.cli import main
+
+    _fake_workshop_run(monkeypatch, tmp_path, [0.3] * 5)
+    assert main(["run", "--out", str(tmp_path), "--name", "r", "--record"]) == 3
+    assert "every one of 5 attempts was disturbed" in capsys.readouterr().err
+
+
+def test_the_capstone_harness_records_through_the_quiet_path(tmp_path, monkeypatch):
+    from workshop.launch import harness
+
+    attempts = []
+
+    def once(command, run_dir, *injected):
+        attempts.append(run_dir.exists())
+        run_dir.mkdir()
+        (run_dir / "run.json").write_text(json.dumps({"status": "ok"}))
+        return {"command": command, "foreign_cpu_s": 0.0}
+
+    monkeypatch.setattr(harness, "_record_once", once)
+    measure = ScriptedLoad([0.08, 0.01])  # 0.08: disturbed (above 0.05), recorded again
+    monkeypatch.setattr(harness, "quietly", lambda make, **kw: quiet.quietly(
+        make, wait=no_wait, measure=measure, **kw))  # fmt: skip
+    record = harness.record_run(["workshop", "run"], tmp_path / "broken", quiet=True)
+    assert attempts == [False, False]  # the disturbed attempt's folder was deleted first
+    saved = json.loads((tmp_path / "broken" / "run.json").read_text())["recording"]
+    assert saved == record["recording"] and saved["disturbed_attempts"] == [0.08]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
+from workshop.launch import quiet
 from workshop.launch.options import add_run_options, config_from_args
 from workshop.launch.run import RunError, run_one
 from workshop.paths import runs_dir, writable_problem
@@ -49,6 +51,14 @@ def register(subparsers) -> None:
     launcher = OPTIONS["launcher"]
     parser.add_argument(launcher.flag, default=launcher.default, help=launcher.help)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="record on a quiet machine (as for data/): wait until other work uses < 0.05 "
+        "cores, measure the other work during the run (run.json 'recording'), and record a "
+        "disturbed run again; also set by WORKSHOP_RECORD=1 (for recorders that start "
+        "'workshop run' themselves)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -59,14 +69,21 @@ def main(args: argparse.Namespace) -> int:
         print(f"workshop run: --out: {problem}: give a folder of yours", file=sys.stderr)
         return 2
     started = time.time()
-    try:
-        run_dir = run_one(
+
+    def launch() -> Path:
+        return run_one(
             config,
             out_dir=args.out,
             name=args.name,
             quiet=args.quiet,
             command=["workshop", *sys.argv[1:]],
         )
+
+    try:
+        if args.record or os.environ.get("WORKSHOP_RECORD") == "1":
+            run_dir = quiet.recorded(launch, report=lambda line: print(line, file=sys.stderr))
+        else:
+            run_dir = launch()
     except ValueError as exc:
         print(f"workshop run: {exc}", file=sys.stderr)
         return 2
@@ -74,6 +91,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"workshop run: {exc}", file=sys.stderr)
         _failed_to_room(args.out, started)
         return exc.exit_code  # 1, or 128 + the signal that stopped the run
+    except quiet.BusyMachine as exc:  # no quiet moment, or every attempt disturbed
+        print(f"workshop run: {exc}", file=sys.stderr)
+        return 3
     record_run(run_dir)
     print(summarize(run_dir))
     return 0

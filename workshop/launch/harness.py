@@ -25,7 +25,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from workshop.launch.quiet import ForeignLoad, foreign_cores_now
+from workshop.launch.quiet import BusyMachine, ForeignLoad, add_record, quietly
 
 LOCK_FILE = "/tmp/workshop-cpu.lock"
 #: The job every recorded diagnosis run shares (the capstone and the straggler benchmark):
@@ -137,26 +137,6 @@ def injected(
             process.wait()
 
 
-def wait_for_quiet(
-    window_s: float = 3.0, max_cores: float = 0.15, timeout_s: float = 30.0
-) -> float:
-    """Wait until the machine has been quiet for ``window_s`` seconds: other users' work
-    busy on fewer than ``max_cores`` cores on average
-    (:func:`workshop.launch.quiet.foreign_cores_now`). Others on a shared
-    machine do not all take the CPU lock, and a straggler made by a busy process beside one
-    rank disappears when other work loads the other rank's core as much.
-
-    Returns:
-        The seconds waited (``timeout_s`` at most: then it goes on, and the run's
-        ``foreign_cpu_s`` says how loaded the machine was).
-    """
-    started = time.time()
-    while time.time() - started < timeout_s:
-        if foreign_cores_now(window_s) < max_cores:
-            break
-    return round(time.time() - started, 1)
-
-
 def record_run(
     command: list[str],
     run_dir: Path,
@@ -165,18 +145,17 @@ def record_run(
     hog_core: int | None = None,
     hogs: int = 1,
     quiet: bool = False,
-    max_foreign_cpu_s: float | None = None,
-    attempts: int = 3,
+    attempts: int = 5,
 ) -> dict:
     """Run ``command`` (``["workshop", "run", ..., "--out", OUT, "--name", NAME]`` writing
     ``run_dir``) with :func:`injected` (``rank_cores``, ``hog_core``, ``hogs``), and return
     what happened.
 
-    With ``quiet``, the run starts only after :func:`wait_for_quiet` (``waited_s`` says how
-    long it waited). With ``max_foreign_cpu_s``, a run during which other work took more CPU
-    seconds than that is deleted and recorded again, ``attempts`` times at most (the last one
-    is kept whatever its load); ``disturbed_attempts`` lists the foreign load of each deleted
-    attempt, so that the rule and what it removed stay in the record.
+    With ``quiet`` the run goes through the recording path of ``data/``
+    (:func:`workshop.launch.quiet.quietly`): it starts on a quiet machine, the CPU other work
+    took during it is measured (the busy processes :func:`injected` starts are this run's
+    own, not other work), a disturbed run is deleted and recorded again (``attempts`` at
+    most), and run.json gets the ``recording`` record, also returned as ``recording``.
 
     Returns:
         ``command``, ``seconds`` (wall time), ``loadavg_before``, ``loadavg_after``,
@@ -186,24 +165,26 @@ def record_run(
 
     Raises:
         RuntimeError: the run exited non-zero (with its output).
+        workshop.launch.quiet.BusyMachine: with ``quiet``, every attempt was disturbed.
     """
-    disturbed = []
-    for attempt in range(1, attempts + 1):
-        record = _record_once(command, run_dir, rank_cores, hog_core, hogs, quiet)
-        foreign = record["foreign_cpu_s"]
-        if max_foreign_cpu_s is None or foreign <= max_foreign_cpu_s or attempt == attempts:
-            break
-        disturbed.append(foreign)
-        shutil.rmtree(run_dir)
-        print(f"{run_dir}: other work took {foreign:.1f} CPU-s, recording it again", flush=True)
-    if max_foreign_cpu_s is not None:
-        record["max_foreign_cpu_s"] = max_foreign_cpu_s
-        record["disturbed_attempts"] = disturbed
-    return record
+    if not quiet:
+        return _record_once(command, run_dir, rank_cores, hog_core, hogs)
+    record, recording = quietly(
+        lambda: _record_once(command, run_dir, rank_cores, hog_core, hogs),
+        label=lambda _: str(run_dir),
+        discard=lambda _: shutil.rmtree(run_dir),
+        attempts=attempts,
+    )
+    add_record(run_dir, recording)
+    if not recording["quiet"]:
+        raise BusyMachine(
+            f"{run_dir}: every one of {attempts} attempts was disturbed (other work took "
+            f"{recording['foreign_cores']:.2f} cores at the last); kept with quiet: false"
+        )
+    return record | {"recording": recording}
 
 
-def _record_once(command, run_dir, rank_cores, hog_core, hogs, quiet) -> dict:
-    waited = wait_for_quiet() if quiet else None
+def _record_once(command, run_dir, rank_cores, hog_core, hogs) -> dict:
     load_before = list(os.getloadavg())
     started = time.time()
     with ForeignLoad() as load, injected(run_dir, rank_cores, hog_core, hogs) as done:
@@ -232,8 +213,6 @@ def _record_once(command, run_dir, rank_cores, hog_core, hogs, quiet) -> dict:
         "loadavg_after": list(os.getloadavg()),
         "foreign_cpu_s": foreign,
     }
-    if quiet:
-        record["waited_for_quiet_s"] = waited
     if rank_cores or hog_core is not None:
         record["straggler"] = done
     return record
