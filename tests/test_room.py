@@ -402,3 +402,127 @@ def test_progress_plot_stacks_right_and_trying(tmp_path):
     plt.close(ax.figure)
     with pytest.raises(ValueError, match=r"lacks the column\(s\) \['trying'\]"):
         plot_room_progress(progress.drop(columns="trying"))
+
+
+# -- workshop check reports in the room -------------------------------------------------------
+CHECK_SCRIPTS = Path(__file__).parent / "check_scripts"
+
+
+@pytest.mark.live
+def test_workshop_check_reports_its_missing_practice_in_the_room(
+    tmp_path, horovod_ready, cpu_lock
+):
+    folder = tmp_path / "room"
+    folder.mkdir()
+    env = {"WORKSHOP_ROOM": str(folder), "JUPYTERHUB_USER": "gus"}
+    script = CHECK_SCRIPTS / "torch_no_broadcast.py"
+    result = workshop("check", str(script), "--no-base-run", "--json", env=env, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    [record_path] = (folder / "gus").glob("check-*.json")
+    record = json.loads(record_path.read_text())
+    assert record["format"] == room.FORMAT and record["learner"] == "gus"
+    assert record["check"] == json.loads(result.stdout)  # the --json report, nothing cut here
+    row = room_table(read_room(folder)).set_index("learner").loc["gus"]
+    assert (row["last_check"], row["last_check_missing"], row["last_check_verdict"]) == (
+        str(script),
+        "broadcast",
+        "",
+    )
+    assert row["bad_files"] == 0
+    text = workshop("room", str(folder)).stdout
+    print(text)
+    assert "missing broadcast" in text.splitlines()[2]
+
+
+def _check_report(**fields) -> dict:
+    checks = {name: {"ok": True, "evidence": "seen"} for name in ("init", "broadcast")}
+    return {"checks": checks, "exit_code": 0, "script": "train.py", "np": 2,
+            "framework": "torch", "seconds": 3.0, "error": None, "stalled": False,
+            "stalled_for_s": None, "interrupted": None, "traceback": None, **fields}  # fmt: skip
+
+
+def test_check_records_are_bounded_and_bad_ones_reported_on_the_row(in_room, monkeypatch):
+    folder = in_room / "ana"
+    for n in range(room.MAX_CHECKS + 2):
+        assert room.record_check(_check_report(), now=1000.0 + n)
+        os.utime(folder / f"check-{(1000 + n) * 1000}-{os.getpid()}.json", (1000 + n,) * 2)
+    assert len(list(folder.glob("check-*.json"))) == room.MAX_CHECKS  # the 2 oldest removed
+    stalled = _check_report(
+        exit_code=2,
+        stalled=True,
+        error="stalled for 20 s: rank 0 waits in allreduce.loss, rank 1 never submitted it\nfix",
+        traceback="x" * 100_000,
+    )
+    stalled["checks"]["broadcast"] = {"ok": False, "evidence": "e" * 5000, "partial": True}
+    assert room.record_check(stalled, now=2000.0)
+    kept = json.loads((folder / f"check-2000000-{os.getpid()}.json").read_text())["check"]
+    assert len(kept["traceback"]) == room.MAX_TRACEBACK + 3
+    assert len(kept["checks"]["broadcast"]["evidence"]) == room.MAX_CHECK_TEXT
+    (folder / "check-1.json").write_text('{"format": "workshop-room/1", "che')  # cut short
+    (folder / "check-2.json").write_text(json.dumps({"format": "workshop-room/2", "check": {}}))
+    (folder / "check-3.json").write_text(json.dumps({"format": room.FORMAT, "check": {"x": 1}}))
+    row = room_table(read_room(in_room)).set_index("learner").loc["ana"]
+    assert (row["last_check_missing"], row["last_check_verdict"]) == ("broadcast", "stalled")
+    assert row["last_check_error"].startswith("stalled for 20 s: rank 0 waits")
+    assert row["bad_files"] == 3
+    for expected in [
+        "check-1.json: not JSON",
+        "check-2.json: format 'workshop-room/2', this workshop reads 'workshop-room/1'",
+        "check-3.json: a check without 'checks' and an exit code 0, 1 or 2",
+    ]:
+        assert expected in row["problems"]
+    text = room_text(room_table(read_room(in_room)), folder=str(in_room))
+    assert "STALLED: stalled for 20 s" in text and "3 unreadable (below)" in text
+
+
+# -- the instructor's view in a notebook ------------------------------------------------------
+def test_room_widget_shows_the_cli_table_and_refreshes_itself(tmp_path, monkeypatch):
+    import ipywidgets
+
+    from workshop.widgets import room_view
+
+    _garbage_room(tmp_path)
+    panel = room_view(tmp_path, every_s=0.05, live=False, static=False)
+    try:
+        assert isinstance(panel, ipywidgets.VBox)
+        (toggle, seen), table, chart = panel.children[0].children, *panel.children[1:]
+        assert toggle.value is False and "every 0.05 s" in seen.value
+        rows = table.value.split("<tr")[2:]  # after the heading's row
+        assert [row.split("<td>")[1].split("</td>")[0] for row in rows] == [
+            "good",
+            "mess",
+            "stray",
+        ]
+        assert "background" in rows[0]  # good is stuck on 05.2
+        assert "session-2.json: a JSON list, not an object" in rows[1]
+        assert bytes(chart.value).startswith(b"\x89PNG")  # the progress chart of plot/room.py
+        # A learner's check arrives: the live panel shows it without a call.
+        monkeypatch.setenv("WORKSHOP_ROOM", str(tmp_path))
+        monkeypatch.setenv("JUPYTERHUB_USER", "ivy")
+        report = _check_report(exit_code=1)
+        report["checks"]["broadcast"] = {"ok": False, "evidence": "differ"}
+        assert room.record_check(report)
+        toggle.value = True
+        deadline = time.monotonic() + 10
+        while "ivy" not in table.value and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "<td>ivy</td>" in table.value and "<td>broadcast</td>" in table.value
+        toggle.value = False
+        time.sleep(0.2)
+        assert not [t for t in threading.enumerate() if t.name == "room-view"]
+    finally:
+        panel.stop()
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        room_view(tmp_path / "nowhere", static=False)
+
+
+def test_room_widget_static_prints_the_cli_table(tmp_path, capsys, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from workshop.widgets import room as room_widget
+
+    _garbage_room(tmp_path)
+    monkeypatch.setattr(room_widget.plt, "show", lambda: plt.close("all"))
+    assert room_widget.room_view(tmp_path, static=True) is None
+    out = capsys.readouterr().out
+    assert out.startswith(f"room {tmp_path}: 3 learners, 1 stuck")

@@ -2,7 +2,8 @@
 
 A learner opts in with one setting, ``WORKSHOP_ROOM=DIR`` (the instructor's JupyterHub config,
 or ``os.environ["WORKSHOP_ROOM"] = "/shared/room"`` in a first cell). Then each exercise check
-(:func:`workshop.exercises.check`) and each ``workshop run`` writes under ``DIR/<learner>/``;
+(:func:`workshop.exercises.check`), each ``workshop run`` and each ``workshop check`` writes
+under ``DIR/<learner>/``;
 ``workshop room DIR`` reads the whole folder (:mod:`workshop.readers.room`). Nothing is sent
 anywhere else, and without the setting nothing is written.
 
@@ -14,11 +15,14 @@ Files, each a JSON object with ``"format": FORMAT`` and ``"learner"``:
   answer; times are Unix seconds). Sessions never share a file, so two kernels of one learner
   cannot lose each other's attempts.
 - ``run-<name>.json``: one per finished ``workshop run``, the status part of its run.json.
+- ``check-<time>-<pid>.json``: one per ``workshop check``, its ``--json`` report under
+  ``"check"``, with long texts cut (the traceback to its last :data:`MAX_TRACEBACK`
+  characters, each other text to :data:`MAX_CHECK_TEXT`).
 
 Every write is a temporary file in the same folder then :func:`os.replace`: a reader sees the
 old or the new file, never half of one. Sizes are bounded: :data:`MAX_EXERCISES` exercises per
-session, :data:`MAX_SESSIONS` session files and :data:`MAX_RUNS` run files per learner (the
-oldest are removed), :data:`MAX_TEXT` characters per message.
+session, :data:`MAX_SESSIONS` session files, :data:`MAX_RUNS` run files and :data:`MAX_CHECKS`
+check files per learner (the oldest are removed), :data:`MAX_TEXT` characters per message.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ FORMAT = "workshop-room/1"
 MAX_EXERCISES = 200
 MAX_SESSIONS = 20
 MAX_RUNS = 20
+MAX_CHECKS = 5
+MAX_CHECK_TEXT = 1000
+MAX_TRACEBACK = 4000
 MAX_TEXT = 300
 MAX_FILE_BYTES = 64 * 1024
 LEARNER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -186,5 +193,47 @@ def record_run(run_dir: str | os.PathLike) -> bool:
         _prune(folder, "run-*.json", MAX_RUNS, path)
     except (OSError, ValueError) as exc:
         _warn_once(f"run {run_dir}: {exc}")
+        return False
+    return True
+
+
+def _cut_texts(value, limit: int):
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 3] + "..."
+    if isinstance(value, dict):
+        return {str(key)[:100]: _cut_texts(item, limit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_cut_texts(item, limit) for item in value[:64]]
+    return value
+
+
+def record_check(report: dict, *, now: float | None = None) -> bool:
+    """Write a ``workshop check --json`` report into the room (no-op without a room).
+
+    Args:
+        report: :meth:`workshop.check.Report.to_dict`; texts are cut (the traceback keeps its
+            last :data:`MAX_TRACEBACK` characters, where the error is).
+        now: the time, Unix seconds, that names the file (default: now).
+
+    Returns:
+        True when recorded; False without a room or when it could not be written (said once
+        on stderr, never raised: the check's own report is what matters).
+    """
+    room = room_dir()
+    if room is None:
+        return False
+    now = time.time() if now is None else now
+    bounded = _cut_texts({k: v for k, v in report.items() if k != "traceback"}, MAX_CHECK_TEXT)
+    trace = str(report.get("traceback") or "")
+    bounded["traceback"] = (
+        ("..." + trace[-MAX_TRACEBACK:]) if len(trace) > MAX_TRACEBACK else (trace or None)
+    )
+    try:
+        folder = _learner_dir(room)
+        path = folder / f"check-{int(now * 1000)}-{os.getpid()}.json"
+        write_json(path, _payload(folder, check=bounded))
+        _prune(folder, "check-*.json", MAX_CHECKS, path)
+    except (OSError, ValueError) as exc:
+        _warn_once(f"check: {exc}")
         return False
     return True

@@ -8,7 +8,8 @@ import pandas as pd
 
 ROOM_COLUMNS = [
     "learner", "right", "furthest", "current", "current_tries", "current_wrong",
-    "current_right", "stuck_on", "last_run", "last_run_status", "last_run_error", "last_seen_s",
+    "current_right", "stuck_on", "last_check", "last_check_missing", "last_check_verdict",
+    "last_check_error", "last_run", "last_run_status", "last_run_error", "last_seen_s",
     "bad_files", "problems",
 ]  # fmt: skip
 
@@ -48,8 +49,12 @@ def learner_exercises(exercises: pd.DataFrame) -> pd.DataFrame:
     return merged.reset_index()[columns]
 
 
+def _latest(seen_s: float, written_s) -> float:
+    return seen_s if pd.isna(written_s) else float(pd.Series([seen_s, written_s]).max())
+
+
 def room_table(room) -> pd.DataFrame:
-    """One row per learner: where they are, what they are stuck on, their last run.
+    """One row per learner: where they are, what they are stuck on, their last check and run.
 
     Args:
         room: a :class:`workshop.readers.room.Room`.
@@ -59,16 +64,20 @@ def room_table(room) -> pd.DataFrame:
         highest exercise id checked, "" if none); ``current`` (the exercise of the latest
         check) with ``current_tries`` (answers given to it), ``current_wrong`` and
         ``current_right``; ``stuck_on`` (``current`` when it has a wrong answer and no right
-        one yet, else ""); ``last_run``, ``last_run_status``, ``last_run_error`` (of the run
-        recorded last, "" if none); ``last_seen_s`` (Unix seconds of the learner's latest
-        record, NaN if none); ``bad_files`` (how many files could not be used) and
-        ``problems`` (each with its reason, "; "-joined).
+        one yet, else ""); ``last_check`` (the script of the ``workshop check`` recorded last,
+        "" if none), ``last_check_missing`` (its failed practices, ", "-joined),
+        ``last_check_verdict`` ("stalled", "crashed", "timed out", "interrupted" or "") and
+        ``last_check_error`` (its error's first line); ``last_run``, ``last_run_status``,
+        ``last_run_error`` (of the run recorded last, "" if none); ``last_seen_s`` (Unix
+        seconds of the learner's latest record, NaN if none); ``bad_files`` (how many files
+        could not be used) and ``problems`` (each with its reason, "; "-joined).
     """
     merged = learner_exercises(room.exercises)
     rows = []
     for learner in room.learners:
         mine = merged[merged["learner"] == learner]
         runs = room.runs[room.runs["learner"] == learner].sort_values("written_s")
+        checks = room.checks[room.checks["learner"] == learner].sort_values("written_s")
         troubles = room.problems[room.problems["learner"] == learner]
         row = dict.fromkeys(ROOM_COLUMNS, "")
         row.update(learner=learner, right=int(mine["right"].sum()), last_seen_s=math.nan)
@@ -85,6 +94,15 @@ def room_table(room) -> pd.DataFrame:
                 stuck_on=current["exercise"] if stuck else "",
                 last_seen_s=float(mine["last_s"].max()),
             )
+        if not checks.empty:
+            check = checks.iloc[-1]
+            row.update(
+                last_check=str(check["script"]) or "?",
+                last_check_missing=str(check["missing"]),
+                last_check_verdict=str(check["verdict"]),
+                last_check_error=str(check["error"]),
+            )
+            row["last_seen_s"] = _latest(row["last_seen_s"], check["written_s"])
         if not runs.empty:
             last = runs.iloc[-1]
             row.update(
@@ -92,10 +110,7 @@ def room_table(room) -> pd.DataFrame:
                 last_run_status=str(last["status"]),
                 last_run_error=str(last["error"] or ""),
             )
-            if pd.notna(last["written_s"]):
-                row["last_seen_s"] = float(
-                    pd.Series([row["last_seen_s"], last["written_s"]]).max()
-                )
+            row["last_seen_s"] = _latest(row["last_seen_s"], last["written_s"])
         row["bad_files"] = len(troubles)
         row["problems"] = "; ".join(
             f"{t.file}: {t.problem}" if t.file else t.problem for t in troubles.itertuples()

@@ -19,6 +19,9 @@ can cause (mismatched root ranks, shapes, dtypes or ops; backward_passes_per_ste
 name submitted twice; no hvd.init()), and the traceback with library and checker frames folded
 (--verbose and --json keep the full one).
 
+With WORKSHOP_ROOM=DIR set, the report (as --json prints it) is also written into the
+learner's folder of the room, for the instructor's `workshop room DIR`.
+
 Exit code: 0 every practice holds (warnings allowed), 1 one is missing, 2 the script crashed,
 stalled, did not finish within --timeout, or the check was interrupted.
 """
@@ -107,6 +110,7 @@ def _split_command(args: argparse.Namespace) -> tuple[Path, list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     from workshop.check import CheckError, check_script
+    from workshop.room import record_check
 
     script, script_args = _split_command(args)
     try:
@@ -123,6 +127,7 @@ def main(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError, CheckError) as error:
         print(f"workshop check: {error}", file=sys.stderr)
         return 2
+    record_check(report.to_dict())  # only with WORKSHOP_ROOM set: the room's instructor view
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -35,6 +35,15 @@ def _current(row) -> str:
     return f"{row.current} not answered"
 
 
+def _check(row) -> str:
+    if not row.last_check:
+        return "-"
+    if row.last_check_verdict:
+        text = row.last_check_verdict.upper()
+        return f"{text}: {row.last_check_error}" if row.last_check_error else text
+    return f"missing {row.last_check_missing}" if row.last_check_missing else "all hold"
+
+
 def _run(row) -> str:
     if not row.last_run_status:
         return "-"
@@ -45,6 +54,9 @@ def _run(row) -> str:
 def room_text(table: pd.DataFrame, *, folder: str = "", now: float | None = None) -> str:
     """The room as a text table, one line per learner, then each learner's bad files.
 
+    "last check" is the last ``workshop check``: "all hold", "missing broadcast, sharded", or
+    its verdict when the script did not run to its end ("STALLED: ...", "CRASHED: ...").
+
     Args:
         table: :func:`workshop.analysis.room.room_table`.
         folder: the room folder, named in the title line.
@@ -53,13 +65,17 @@ def room_text(table: pd.DataFrame, *, folder: str = "", now: float | None = None
     now = time.time() if now is None else now
     stuck = int((table["stuck_on"] != "").sum()) if len(table) else 0
     title = f"room {folder}: {len(table)} learners, {stuck} stuck"
-    header = ["learner", "right", "furthest", "current exercise", "last run", "seen", "files"]
+    header = [
+        "learner", "right", "furthest", "current exercise", "last check", "last run", "seen",
+        "files",
+    ]  # fmt: skip
     cells = [
         [
             row.learner,
             str(row.right),
             row.furthest or "-",
             _current(row),
+            _cut(_check(row), 40),
             _cut(_run(row)),
             _ago(row.last_seen_s, now),
             f"{row.bad_files} unreadable (below)" if row.bad_files else "ok",

@@ -23,6 +23,9 @@ RUN_COLUMNS = [
     "learner", "name", "status", "exit_code", "np", "framework", "duration_s", "error",
     "written_s",
 ]  # fmt: skip
+CHECK_COLUMNS = [
+    "learner", "script", "exit_code", "missing", "warnings", "verdict", "error", "written_s",
+]  # fmt: skip
 PROBLEM_COLUMNS = ["learner", "file", "problem"]
 # A temporary file younger than this is a write in flight, not one a crash left behind.
 PARTIAL_AFTER_S = 60.0
@@ -43,6 +46,11 @@ class Room:
             ``exit_code``, ``np``, ``framework``, ``duration_s``, ``error`` (first line),
             ``written_s`` (Unix seconds the record was written).
         problems: one row per file that could not be used: ``learner``, ``file``, ``problem``.
+        checks: one row per recorded ``workshop check``: ``learner``, ``script``,
+            ``exit_code`` (0 every practice holds, 1 one is missing, 2 not judged to the end),
+            ``missing`` and ``warnings`` (the practices that failed / warned, ", "-joined),
+            ``verdict`` ("stalled", "crashed", "timed out", "interrupted", or "" when the
+            script ran to its end), ``error`` (its first line), ``written_s``.
     """
 
     folder: Path
@@ -50,6 +58,7 @@ class Room:
     exercises: pd.DataFrame
     runs: pd.DataFrame
     problems: pd.DataFrame
+    checks: pd.DataFrame
 
 
 def _load(path: Path) -> tuple[dict | None, str]:
@@ -106,25 +115,59 @@ def _run_row(learner: str, record: dict) -> tuple[dict | None, str]:
     return row, ""
 
 
+def _verdict(check: dict, error: str) -> str:
+    if check.get("stalled"):
+        return "stalled"
+    if check.get("interrupted"):
+        return "interrupted"
+    if check["exit_code"] != 2:
+        return ""
+    return "timed out" if error.startswith("stopped after") else "crashed"
+
+
+def _check_row(learner: str, record: dict) -> tuple[dict | None, str]:
+    check = record.get("check")
+    if not isinstance(check, dict):
+        return None, "no 'check' object"
+    practices, code = check.get("checks"), check.get("exit_code")
+    if not isinstance(practices, dict) or code not in (0, 1, 2):
+        return None, "a check without 'checks' and an exit code 0, 1 or 2"
+    if not all(isinstance(p, dict) and "ok" in p for p in practices.values()):
+        return None, "a practice without its 'ok'"
+    error = str(check.get("error") or "").strip()
+    error = error.splitlines()[0] if error else ""
+    written = record.get("written_s")
+    return {
+        "learner": learner,
+        "script": str(check.get("script") or ""),
+        "exit_code": code,
+        "missing": ", ".join(n for n, p in practices.items() if p["ok"] is False),
+        "warnings": ", ".join(n for n, p in practices.items() if p["ok"] is None),
+        "verdict": _verdict(check, error),
+        "error": error,
+        "written_s": float(written) if _is_number(written) else None,
+    }, ""
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _read_learner(folder: Path, now: float) -> tuple[list[dict], list[dict], list[dict]]:
+def _read_learner(folder: Path, now: float) -> tuple[list[dict], ...]:
     learner = folder.name
-    exercises, runs, problems = [], [], []
+    exercises, runs, problems, checks = [], [], [], []
 
     def problem(file: str, text: str) -> None:
         problems.append({"learner": learner, "file": file, "problem": text})
 
     if not folder.is_dir():
         problem("", "not a folder (a learner's records go in DIR/<name>/)")
-        return exercises, runs, problems
+        return exercises, runs, problems, checks
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
         problem("", f"cannot list the folder ({exc.strerror})")
-        return exercises, runs, problems
+        return exercises, runs, problems, checks
     for path in entries:
         name = path.name
         if name.startswith(".") and name.endswith(".tmp"):
@@ -135,8 +178,8 @@ def _read_learner(folder: Path, now: float) -> tuple[list[dict], list[dict], lis
             if age > PARTIAL_AFTER_S:
                 problem(name, "a partial write left behind (a session stopped mid-write)")
             continue
-        if not (name.endswith(".json") and name.startswith(("session-", "run-"))):
-            problem(name, "not a room record (session-*.json or run-*.json)")
+        if not (name.endswith(".json") and name.startswith(("session-", "run-", "check-"))):
+            problem(name, "not a room record (session-, run- or check-*.json)")
             continue
         record, trouble = _load(path)
         if record is None:
@@ -145,12 +188,15 @@ def _read_learner(folder: Path, now: float) -> tuple[list[dict], list[dict], lis
         if name.startswith("session-"):
             rows, trouble = _exercise_rows(learner, record)
             exercises += rows
+        elif name.startswith("check-"):
+            row, trouble = _check_row(learner, record)
+            checks += [row] if row else []
         else:
             row, trouble = _run_row(learner, record)
             runs += [row] if row else []
         if trouble:
             problem(name, trouble)
-    return exercises, runs, problems
+    return exercises, runs, problems, checks
 
 
 def read_room(folder: str | Path, *, now: float | None = None) -> Room:
@@ -178,7 +224,7 @@ def read_room(folder: str | Path, *, now: float | None = None) -> Room:
         raise PermissionError(
             f"room {folder}: cannot list it ({exc.strerror}): the instructor needs read access"
         ) from exc
-    exercises, runs, problems, learners = [], [], [], []
+    exercises, runs, problems, checks, learners = [], [], [], [], []
     for entry in entries:
         if entry.name.startswith("."):
             continue
@@ -187,10 +233,12 @@ def read_room(folder: str | Path, *, now: float | None = None) -> Room:
         exercises += found[0]
         runs += found[1]
         problems += found[2]
+        checks += found[3]
     return Room(
         folder,
         learners,
         pd.DataFrame(exercises, columns=EXERCISE_COLUMNS),
         pd.DataFrame(runs, columns=RUN_COLUMNS),
         pd.DataFrame(problems, columns=PROBLEM_COLUMNS),
+        pd.DataFrame(checks, columns=CHECK_COLUMNS),
     )

@@ -1,4 +1,5 @@
-"""ipywidgets explorers built on analysis + plot (:mod:`workshop.widgets.explorers`).
+"""ipywidgets explorers built on analysis + plot (:mod:`workshop.widgets.explorers`), and the
+instructor's live view of the room (:func:`workshop.widgets.room.room_view`).
 
 In JupyterLab each explorer is a small control panel that redraws its plot. Where no one can
 move a slider (papermill, CI, a static HTML export) they degrade to one static plot of the
@@ -12,10 +13,13 @@ from workshop.widgets.explorers import (
     static_mode,
     timeline_explorer,
 )
+from workshop.widgets.room import room_html, room_view
 
 __all__ = [
     "SPEEDUP_METRICS",
     "lr_explorer",
+    "room_html",
+    "room_view",
     "scaling_explorer",
     "static_mode",
     "timeline_explorer",
