@@ -15,6 +15,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
 
 from workshop.analysis.room import room_progress, room_table
 from workshop.findings.room import room_text
@@ -62,10 +63,12 @@ def room_html(table: pd.DataFrame) -> str:
 def _png(progress: pd.DataFrame) -> bytes:
     if progress.empty:
         return b""
-    ax = plot_room_progress(progress)
+    # A Figure of its own, not pyplot's: the refreshing thread must not touch the figures of
+    # the cells the instructor runs meanwhile.
+    figure = Figure(figsize=(max(4, 0.45 * len(progress) + 1.5), 3.5))
+    plot_room_progress(progress, ax=figure.add_subplot())
     picture = io.BytesIO()
-    ax.figure.savefig(picture, format="png", dpi=90, bbox_inches="tight")
-    plt.close(ax.figure)
+    figure.savefig(picture, format="png", dpi=90, bbox_inches="tight")
     return picture.getvalue()
 
 
