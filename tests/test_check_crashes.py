@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from workshop import check
-from workshop.check.horovod_errors import explain_horovod_error
 from workshop.check.launch import _before_first_step
-from workshop.check.tracebacks import fold
+from workshop.readers.horovod_errors import explain_horovod_error
+from workshop.readers.tracebacks import fold
 
 SCRIPT = Path(__file__).parent / "check_scripts" / "torch_horovod_errors.py"
 

@@ -21,9 +21,9 @@ run of the same script stopped at its first optimizer step. A script that crashe
 stopped) after steps ran still gets verdicts from what was observed, each marked partial, beside
 the crash (exit 2); :mod:`workshop.check.failures` explains common crashes in plain words (an
 unguarded ``gpus[hvd.local_rank()]`` on a machine without GPUs, a download on an offline
-machine), :mod:`workshop.check.horovod_errors` Horovod's own errors a script causes (mismatched
+machine), :mod:`workshop.readers.horovod_errors` Horovod's own errors a script causes (mismatched
 root ranks, shapes, dtypes or ops; ``backward_passes_per_step``; a name submitted twice; no
-``hvd.init()``), and :mod:`workshop.check.tracebacks` shows the learner's line first with
+``hvd.init()``), and :mod:`workshop.readers.tracebacks` shows the learner's line first with
 library and checker frames folded. The verdicts live one practice per module in
 :mod:`workshop.check.practices`; their fixes in :mod:`workshop.check.fixes`.
 

@@ -13,7 +13,8 @@ one function each, tried in order (:data:`_RULES`):
 
 Horovod's own errors that a script causes (mismatched root ranks, shapes, dtypes, ops;
 ``backward_passes_per_step``; a name submitted twice; no ``hvd.init()``) are explained first,
-by :mod:`workshop.check.horovod_errors`; tracebacks are read by :mod:`workshop.check.tracebacks`.
+by :mod:`workshop.readers.horovod_errors`; tracebacks are read by
+:mod:`workshop.readers.tracebacks` (which ``workshop run``'s crash summary shares).
 
 The line named is the learner's own (the innermost frame of the script), not the library's.
 :func:`explain_shutdown` explains Horovod's "has been shut down" from what every rank did.
@@ -26,9 +27,9 @@ import re
 from collections.abc import Callable
 
 from workshop.check.evidence import ranks_text
-from workshop.check.horovod_errors import explain_horovod_error
 from workshop.check.steps import unequal_steps
-from workshop.check.tracebacks import last_frame, script_frame, where
+from workshop.readers.horovod_errors import explain_horovod_error
+from workshop.readers.tracebacks import last_frame, script_frame, where
 
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s'\"<>),]+")
 # Words of a failed connection, from urllib, socket, requests and the libraries' own messages.
@@ -155,7 +156,7 @@ def explain_crash(
             library printed the URL it was downloading.
         rank: the rank that crashed (to read only its lines of ``output``).
         style: the script's API (``torch``, ``tf``, ``keras``), for the fix of a Horovod error
-            (:mod:`workshop.check.horovod_errors`).
+            (:mod:`workshop.readers.horovod_errors`).
 
     >>> explain_crash({"type": "ValueError", "message": "bad batch", "traceback": ""}) is None
     True

@@ -18,7 +18,6 @@ from workshop.check.failures import explain_crash, explain_shutdown
 from workshop.check.practices.broadcast import broadcast_before_crash
 from workshop.check.practices.init import check_init
 from workshop.check.stalls import STALL_S, Stall, StallWatch, stall_message
-from workshop.check.tracebacks import fold, script_frame, where
 from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text, style_of, with_fix
 from workshop.launch.ranks import (
     HorovodNotFound,
@@ -35,6 +34,7 @@ from workshop.launch.stopping import (
     stop_on_signals,
     stop_tree,
 )
+from workshop.readers.tracebacks import fold, script_frame, where
 
 FRAMEWORKS = ("torch", "tensorflow")
 TRACEBACK_LINES = 15

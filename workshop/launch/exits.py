@@ -13,6 +13,11 @@ block; srun ``srun: error: node: task 1: Killed``.
 the killed rank first; :func:`death_lines` says it in words, with what the signal usually means
 (:data:`SIGNAL_MEANING`) and how to check it. Pure text in, dict and sentences out: ``workshop
 run`` records the dict in run.json (``first_death``) and ``workshop diagnose`` prints it.
+
+A rank that crashed on its own is said by :func:`crash_lines` as ``workshop check`` says it
+(:mod:`workshop.readers.tracebacks`): the innermost line outside the libraries first, the
+exception, and for a Horovod error a learner can cause its cause and fix
+(:mod:`workshop.readers.horovod_errors`); the full traceback stays in the rank's log.
 """
 
 from __future__ import annotations
@@ -21,10 +26,14 @@ import re
 import signal
 from pathlib import Path
 
+from workshop.readers.horovod_errors import explain_horovod_error
+from workshop.readers.tracebacks import log_error, script_frame, where
+
 __all__ = [
     "NO_PMI",
     "PEER_GONE_WORDS",
     "SIGNAL_MEANING",
+    "crash_lines",
     "death_lines",
     "first_death",
     "first_death_in",
@@ -318,3 +327,29 @@ def oom_kill_count() -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def crash_lines(rank: int, log: Path, framework: str = "torch") -> list[str]:
+    """A crashed rank in words: where its traceback left the libraries' frames and the
+    exception, then the cause and fix of a Horovod error a learner can cause; without a
+    traceback, the log's last line.
+
+    Args:
+        rank: the rank that crashed.
+        log: its log (``logs/rank.N.log``); a missing log gives an empty last line.
+        framework: ``torch`` or ``tensorflow``: the API a Horovod error's fix is written in.
+    """
+    text = log.read_text(errors="replace") if log.exists() else ""
+    error = log_error(text)
+    if error is None:
+        tail = text.strip().splitlines()[-1:]
+        return [f"rank {rank} crashed: {' '.join(tail)}  (log: {log})"]
+    frame = script_frame(error)
+    at = f" at {where(frame)}" if frame else ""
+    first = error["message"].splitlines()[0] if error["message"] else ""
+    exception = f"{error['type']}: {first}" if first else error["type"]
+    lines = [f"rank {rank} crashed{at}: {exception}  (log: {log})"]
+    cause = explain_horovod_error(error, "torch" if framework == "torch" else "tf")
+    if cause:
+        lines.append(f"  cause: {cause}")
+    return lines

@@ -24,7 +24,13 @@ from importlib import metadata
 from pathlib import Path
 
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
-from workshop.launch.exits import death_lines, first_death_in, launcher_problem, oom_kill_count
+from workshop.launch.exits import (
+    crash_lines,
+    death_lines,
+    first_death_in,
+    launcher_problem,
+    oom_kill_count,
+)
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.launch.stopping import (
@@ -451,7 +457,11 @@ def run_one(
         )
     if record["status"] != "ok":
         message = _failure_message(
-            run_dir, launch_exit_code, record["rank_status"], record.get("first_death")
+            run_dir,
+            launch_exit_code,
+            record["rank_status"],
+            record.get("first_death"),
+            config.framework,
         )
         if record.get("launcher_problem"):
             message += f"\n  {record['launcher_problem']}"
@@ -591,10 +601,15 @@ def _result_fields(run_dir: Path, data: dict) -> dict:
 
 
 def _failure_message(
-    run_dir: Path, exit_code: int | None, statuses: dict, death: dict | None = None
+    run_dir: Path,
+    exit_code: int | None,
+    statuses: dict,
+    death: dict | None = None,
+    framework: str = "torch",
 ) -> str:
     """The failed run in words: the rank a signal killed first (and what that usually means),
-    then each rank that crashed with its log's last line."""
+    then each rank that crashed: where and with which exception (:func:`crash_lines`), or its
+    log's last line when the log has no traceback."""
     failed = [rank for rank, state in statuses.items() if state == "failed"]
     lines = [f"run failed (launcher exit code {exit_code}); run directory {run_dir}"]
     if death:
@@ -604,8 +619,7 @@ def _failure_message(
         failed = [rank for rank in failed if str(rank) not in death.get("peers", {})]
     for rank in failed:
         log = run_dir / "logs" / f"rank.{rank}.log"
-        tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-        lines.append(f"  rank {rank} crashed: {' '.join(tail)}  (log: {log})")
+        lines += [f"  {line}" for line in crash_lines(rank, log, framework)]
     if not failed and not death:
         silent = [rank for rank, state in statuses.items() if state != "ok"]
         lines.append(

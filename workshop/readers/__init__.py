@@ -1,4 +1,5 @@
-"""Readers: files -> pandas DataFrames (run directories, timelines, MPI profiles, logs).
+"""Readers: files -> pandas DataFrames (run directories, timelines, MPI profiles, logs), and a
+crashed rank's traceback read as a learner needs it (``tracebacks``, ``horovod_errors``).
 
 Every name is also reachable through its module, e.g. ``io.runs``. Modules are imported on
 first use (PEP 562), so ``workshop timeline summary``, which needs only ``io.timeline``'s
@@ -10,10 +11,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-MODULES = ("benchmarks", "cluster", "logs", "mpitrace", "recordings", "runs", "sweep", "timeline")
+MODULES = (
+    "benchmarks",
+    "cluster",
+    "horovod_errors",
+    "logs",
+    "mpitrace",
+    "recordings",
+    "runs",
+    "sweep",
+    "timeline",
+    "tracebacks",
+)
 NAMES = {
     "benchmarks": ["read_benchmark", "read_benchmark_runs"],
     "cluster": ["read_allreduce_sweep", "read_placement_runs"],
+    "horovod_errors": ["explain_horovod_error"],
     "logs": [
         "find_logs",
         "merge_tables",
@@ -56,6 +69,7 @@ NAMES = {
         "read_timeline",
         "write_timeline",
     ],
+    "tracebacks": ["fold", "last_frame", "log_error", "script_frame", "where"],
 }
 MODULE_OF = {name: module for module, names in NAMES.items() for name in names}
 __all__ = [*MODULES, *MODULE_OF]

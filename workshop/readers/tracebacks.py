@@ -1,18 +1,24 @@
 """A crashed rank's traceback as a learner reads it: their own line first, the frames of the
 libraries (``site-packages``, Python's own) and of the checker (``workshop/check/``) folded
-away. The full traceback stays in ``workshop check --verbose`` and ``--json``."""
+away. The full traceback stays in ``workshop check --verbose`` and ``--json``, and in the rank's
+log for ``workshop run``.
+
+Pure text in, text out: ``workshop check`` (:mod:`workshop.check`) reads the error records its
+ranks send; ``workshop run`` (:mod:`workshop.launch.run`) reads them out of each crashed rank's
+log with :func:`log_error`."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["fold", "last_frame", "script_frame", "where"]
+__all__ = ["fold", "last_frame", "log_error", "script_frame", "where"]
 
 # A traceback frame: File "PATH", line N, in NAME, then the source line (when Python has it).
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in [^\n]*\n(?P<code>[^\n]*)')
 _FRAME_START = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 # Where library and checker frames live: folded away in the learner's view.
 _FOLDED_PARTS = ("-packages/", "/lib/python", "/workshop/check/", "<frozen ")
+_TRACEBACK_START = "Traceback (most recent call last):"
 
 
 def last_frame(traceback_text: str) -> tuple[str, int, str] | None:
@@ -115,3 +121,39 @@ def fold(traceback_text: str, script: str | None = None) -> str:
             out.append(line)
     flush()
     return "\n".join(out)
+
+
+def log_error(log_text: str) -> dict | None:
+    """The last Python traceback in a rank's log, as the error record ``workshop check`` keeps
+    (``type``, ``message``, ``traceback``, ``script``: None, the script is not known), or None
+    when the log has no traceback. Of chained tracebacks, the last (the one that ended the rank).
+
+    >>> log = ('Epoch 1: loss 2.1\\nTraceback (most recent call last):\\n'
+    ...        '  File "/w/train.py", line 9, in <module>\\n    step()\\n'
+    ...        'ValueError: bad batch\\n')
+    >>> error = log_error(log)
+    >>> error["type"], error["message"], where(script_frame(error))
+    ('ValueError', 'bad batch', 'line 9 of train.py (step())')
+    >>> log_error("Epoch 1: loss 2.1\\nKilled") is None
+    True
+    """
+    start = log_text.rfind(_TRACEBACK_START)
+    if start < 0:
+        return None
+    lines = log_text[start:].splitlines()
+    # the frames are indented; the exception is the first line that is not
+    at = next((i for i, line in enumerate(lines[1:], 1) if line and not line[0].isspace()), None)
+    if at is None:
+        return None
+    exception = []
+    for line in lines[at:]:
+        if not line.strip():
+            break
+        exception.append(line)
+    kind, _, first = exception[0].partition(": ")
+    return {
+        "type": kind.strip(),
+        "message": "\n".join([first, *exception[1:]]).strip(),
+        "traceback": "\n".join(lines[: at + len(exception)]),
+        "script": None,
+    }
