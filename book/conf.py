@@ -8,6 +8,8 @@ Sphinx + MyST-NB + the book theme: the notebooks are rendered as the replay left
 
 import os
 
+from docutils import nodes
+
 project = "Distributed deep-learning performance with Horovod"
 author = "the workshop's authors"
 copyright = "the workshop's authors"
@@ -52,3 +54,18 @@ if repository_url:
         }
     )
 html_last_updated_fmt = None
+
+
+def _glossary_anchors(app, doctree) -> None:
+    """A lesson links a word's first use to ``../docs/glossary.md#term-<word>``, a link that also
+    works in Jupyter. MyST resolves such a fragment only against a page's labels, and a glossary
+    term's anchor is not one: register each term's anchor as a label of the glossary page."""
+    std = app.env.get_domain("std")
+    for term in doctree.findall(nodes.term):
+        for node_id in term["ids"]:
+            if node_id.startswith("term-"):
+                std.anonlabels[node_id] = (app.env.docname, node_id)
+
+
+def setup(app) -> None:
+    app.connect("doctree-read", _glossary_anchors)

@@ -134,7 +134,8 @@ def test_prepare_leaves_out_library_log_noise_and_gives_figures_a_caption():
     }
     picture = {"output_type": "display_data", "data": {"image/png": "iVBO"}, "metadata": {}}
     intro = nbformat.v4.new_markdown_cell(
-        "## Who waits\n\nThe **tensor time** per rank: rank 1 waits. More."
+        "## Who waits\n\nThe **[tensor time](../docs/glossary.md#term-tensor-time)** per rank "
+        "(lesson [04](04-a.ipynb)): rank 1 waits. More."
     )
     notebook = _notebook(
         _title(), _code("x", noise, only_noise, log), intro, _code("plot()", picture)
@@ -145,7 +146,8 @@ def test_prepare_leaves_out_library_log_noise_and_gives_figures_a_caption():
     texts = [o.text for o in prepared.cells[2].outputs]
     assert texts == ["UserWarning: kept\n", "epoch 1: 2.1 s\n"]
     options = prepared.cells[-1].metadata.mystnb
-    assert options["image"]["alt"] == "The tensor time per rank: rank 1 waits."
+    # a link reads as its text (a glossary link's target was left in the caption)
+    assert options["image"]["alt"] == "The tensor time per rank (lesson 04): rank 1 waits."
     assert options["figure"]["caption"] == options["image"]["alt"]
 
 

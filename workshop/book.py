@@ -314,7 +314,8 @@ def _figure_text(cell, introduction: str) -> str:
     if given:
         return given
     prose = re.sub(r"^#.*$", "", introduction, flags=re.M)  # headings are no sentence
-    plain = re.sub(r"[`*#>\[\]]|\(\S*\.ipynb[^)]*\)", "", prose)
+    prose = re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", prose)  # a link reads as its text
+    plain = re.sub(r"[`*#>\[\]]", "", prose)
     plain = " ".join(plain.split())
     sentence = re.split(r"(?<=[.!?])\s", plain, maxsplit=1)[0].rstrip(":")
     return sentence[:200] or "A figure drawn from the recorded data"
