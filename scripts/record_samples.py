@@ -81,9 +81,9 @@ def record_run_folder(folder: str, stage: Path) -> None:
 
 
 def record_sweep_folder(folder: str, stage: Path) -> None:
-    """A ``workshop sweep`` folder: its first command, then each command of its history."""
+    """A ``workshop sweep`` folder: the commands of its history, in order, then its last."""
     manifest = json.loads((DATA / folder / "sweep.json").read_text())
-    commands = [manifest["command"], *(h["command"] for h in manifest.get("history", []))]
+    commands = [*manifest.get("history", []), manifest["command"]]
     for command in commands:
         command = replace_out(command, stage)
         run(workshop(*command[1:], *([] if "--record" in command else ["--record"])))
