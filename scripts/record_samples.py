@@ -107,6 +107,18 @@ def record_benchmark(folder: str, stage: Path, result: str) -> None:
     run([sys.executable, *replace_out(command, stage)[1:]], {"WORKSHOP_RECORD": "1"})
 
 
+def record_straggler(stage: Path) -> None:
+    """The straggler benchmark (it also writes data/diagnose/healthy-reference.json from its
+    healthy runs), then its two confirmations on fresh runs (their own references not kept)."""
+    script = str(REPO / "benchmarks" / "straggler_signal.py")
+    run([sys.executable, script, "--repeats", "5", "--out", str(stage)])
+    for sub in ("confirmation", "confirmation-2"):
+        reference = stage / sub / "ref.json"
+        run([sys.executable, script, "--repeats", "3", "--out", str(stage / sub),
+             "--reference", str(reference)])  # fmt: skip
+        reference.unlink()
+
+
 def record_capstone(folder: str, stage: Path) -> None:
     case = folder.split("/")[1]
     run([sys.executable, "-m", "workshop.lessons.capstone", case, "--out", str(stage.parent)])
@@ -134,6 +146,8 @@ def record(folder: str, stage: Path) -> None:
         record_benchmark(folder, stage, "result.json")
     elif folder == "cluster/mnist-placement":
         record_benchmark(folder, stage, "benchmark.json")
+    elif folder == "benchmarks/straggler-signal":
+        record_straggler(stage)
     elif folder == "cluster/mpi-profiles":
         record_mpi_profiles(stage)
     elif folder.startswith("capstone/"):
@@ -149,9 +163,10 @@ def record(folder: str, stage: Path) -> None:
 def swap_in(folder: str, stage: Path, stamp: str) -> None:
     """Move ``stage`` to data/<folder>; the old folder goes to the replaced/ cache."""
     for name in CARRIED:
-        old = DATA / folder / name
-        if old.exists() and not (stage / name).exists():
-            shutil.copy2(old, stage / name)
+        for old in (DATA / folder).rglob(name):
+            new = stage / old.relative_to(DATA / folder)
+            if new.parent.is_dir() and not new.exists():
+                shutil.copy2(old, new)
     kept = CACHE / "replaced" / stamp / folder
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(DATA / folder, kept)
