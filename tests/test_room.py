@@ -210,6 +210,8 @@ def test_command_json_watch_and_a_missing_folder(tmp_path):
     )
 
 
+CHECK_REPORTS = Path(__file__).parent / "check_reports"
+
 # --- the room under load: learners writing at once ------------------------------------------
 
 LEARNER = """
@@ -224,6 +226,9 @@ for exercise, answers in plan["checks"]:
         exercises.check(exercise, answer, expected=42, hints=("h",))
 for run in plan["runs"]:
     assert room.record_run(run), run
+for report in plan.get("reports", []):
+    time.sleep(0.01)  # a check takes seconds; its file is named by the millisecond
+    assert room.record_check(json.loads(Path(report).read_text())), report
 """
 
 # Each learner's plan: (exercise, answers in order); 42 is right. Expected rows, by hand:
@@ -231,16 +236,23 @@ for run in plan["runs"]:
 # ben: 05.1 unanswered then right -> 1 right, current 05.1 right
 # cai: 05.1 wrong once -> 0 right, stuck on 05.1 (1); last run ok
 # dee: 05.1..05.3 right -> 3 right, furthest 05.3; runs ok then killed: last run failed
+# cai, dee: real `workshop check --json` reports (tests/check_reports/): cai's misses the
+#      broadcast, dee's last one is the correct script's (its first missed the broadcast),
+#      eli's crashed
 # eli: two kernels at once, 07.1 wrong twice in one and 07.2 right in the other -> 1 right,
 #      furthest 07.2, 07.1's 2 wrong answers kept
 PLANS = {
     "ana": [{"checks": [["05.1", [1, 42]], ["05.2", [42]], ["06.1", [1] * 25]]}],
     "ben": [{"checks": [["05.1", [None, 42]]]}],
-    "cai": [{"checks": [["05.1", [7]]], "runs": ["ok"]}],
+    "cai": [{"checks": [["05.1", [7]]], "runs": ["ok"], "reports": ["torch_no_broadcast"]}],
     "dee": [
-        {"checks": [["05.1", [42]], ["05.2", [42]], ["05.3", [42]]], "runs": ["ok", "killed"]}
+        {"checks": [["05.1", [42]], ["05.2", [42]], ["05.3", [42]]], "runs": ["ok", "killed"],
+         "reports": ["torch_no_broadcast", "torch_correct"]}
     ],
-    "eli": [{"checks": [["07.1", [1, 2]]]}, {"checks": [["07.2", [42]]]}],
+    "eli": [
+        {"checks": [["07.1", [1, 2]]]},
+        {"checks": [["07.2", [42]]], "reports": ["torch_crash"]},
+    ],
 }  # fmt: skip
 
 
@@ -263,7 +275,8 @@ def test_learners_writing_at_once_lose_nothing(tmp_path):
         home = tmp_path / "home" / learner
         home.mkdir(parents=True)
         for plan in plans:
-            plan = {**plan, "runs": _runs_for(learner, plan, home)}
+            reports = [str(CHECK_REPORTS / f"{r}.json") for r in plan.get("reports", [])]
+            plan = {**plan, "runs": _runs_for(learner, plan, home), "reports": reports}
             env = {**os.environ, "HOME": str(home), "WORKSHOP_ROOM": str(folder)}
             env.update(JUPYTERHUB_USER=learner)
             env.pop("WORKSHOP_EXERCISES_STRICT", None)
@@ -311,6 +324,19 @@ def test_learners_writing_at_once_lose_nothing(tmp_path):
                     last_run_status="failed"),
     }  # fmt: skip
     assert table.loc["dee", "last_run"] == "dee-1-killed"
+    checks = table[["last_check", "last_check_missing", "last_check_verdict"]]
+    scripts = "tests/check_scripts/"
+    assert checks.to_dict("index") == {
+        "ana": dict(last_check="", last_check_missing="", last_check_verdict=""),
+        "ben": dict(last_check="", last_check_missing="", last_check_verdict=""),
+        "cai": dict(last_check=f"{scripts}torch_no_broadcast.py", last_check_missing="broadcast",
+                    last_check_verdict=""),
+        "dee": dict(last_check=f"{scripts}torch_correct.py", last_check_missing="",
+                    last_check_verdict=""),
+        "eli": dict(last_check=f"{scripts}torch_crash.py", last_check_missing="",
+                    last_check_verdict="crashed"),
+    }  # fmt: skip
+    assert len(list((folder / "dee").glob("check-*.json"))) == 2
     assert table.loc["eli", ["right", "furthest"]].tolist() == [1, "07.2"]
     assert len(list((folder / "eli").glob("session-*.json"))) == 2  # one file per kernel
     progress = room_progress(read_room(folder)).set_index("exercise")
@@ -351,6 +377,8 @@ def test_real_unix_users_in_a_group_room(tmp_path):
         for plan_name, user in names.items():
             plan = {**PLANS[plan_name][0]}
             plan["runs"] = _runs_for(user["name"], plan, sources)
+            reports = [CHECK_REPORTS / f"{r}.json" for r in plan.get("reports", [])]
+            plan["reports"] = [str(shutil.copy(r, sources)) for r in reports]
             script = ["-c", LEARNER, json.dumps(plan), str(go)]
             env = {"WORKSHOP_ROOM": str(folder)}
             sessions.append(as_user(user, script, cwd=user["home"], env=env, popen=True))
