@@ -115,6 +115,6 @@ def test_report_of_a_run_directory_puts_mpi_time_against_training(capsys):
     code, out, _ = run(capsys, "mpi", "report", str(data_path("mpi", "torch-mnist-mpi-ops-np2")))
     assert code == 0
     assert "it is not the share of training time lost" in out
-    assert "The run trained 60 steps in 1.314 s" in out
+    assert "The run trained 60 steps in 0.363 s" in out
     code, out, _ = run(capsys, "mpi", "report", CPU)  # the seed's file alone: no metrics
     assert "The run trained" not in out

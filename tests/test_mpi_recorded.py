@@ -30,13 +30,29 @@ def test_recorded_run_is_a_profiled_mpi_controller_run(name):
     assert (prof.files["elapsed_s"] < run["duration_s"]).all()
 
 
+# (run, least share of MPI_Allreduce calls that are negotiation words, least ratio of
+# negotiation calls to gradient calls). With a 1 ms cycle the bit-vector calls outnumber
+# the gradient calls many times over. With a 20 ms cycle there are fewer of them: the
+# quiet recording's run is short (about 2.6 s, so about 130 cycles against 60 gradient
+# allreduces) and they are 69 % of the calls (136 to 60), a majority, not the 85 % of the
+# 1 ms runs; in time they still dominate (below).
+SIGNATURE = {
+    "torch-mnist-mpi-ops-np2": (0.85, 5),
+    "tf-mnist-mpi-ops-np2": (0.85, 5),
+    "torch-mnist-mpi-ops-cycle20ms-np2": (0.6, 2),
+}
+
+
 @pytest.mark.parametrize("name", RUNS)
 def test_negotiation_signature_shows(name):
+    least_share, least_ratio = SIGNATURE[name]
     prof = read_mpitrace(data_path("mpi", name))
     for rank in prof.ranks:
         sig = analysis.negotiation_signature(prof, rank)
-        assert sig["small_call_share"] > 0.85, sig
-        assert sig["small_calls"] > 5 * sig["large_calls"] > 0  # MPI tensor ops: gradients too
+        assert sig["small_call_share"] > least_share, sig
+        assert sig["small_time_share"] > 0.85, sig  # the time in MPI is negotiation
+        # MPI tensor ops: the gradients go through MPI too
+        assert sig["small_calls"] > least_ratio * sig["large_calls"] > 0, sig
         bins = analysis.message_size_bins(prof, rank, "MPI_Allreduce")
         assert bins.loc[bins["calls"].idxmax(), "bin_label"] == "<=8 B"
     assert analysis.dominant_routine(prof)["routine"] == "MPI_Allreduce"
@@ -75,13 +91,13 @@ def test_mpi_time_against_training_time():
     prof = read_mpitrace(run_dir)
     metrics = read_metrics(run_dir)
     vs = analysis.comm_vs_training(prof, metrics)
-    # run.json: 60 steps trained in 1.31374 s; rank 0's file: 7.395 s in MPI of 11.882 s
-    assert vs["steps"] == 60 and vs["train_s"] == pytest.approx(1.31374)
-    assert vs["comm_s"] == pytest.approx(7.395) and vs["elapsed_s"] == pytest.approx(11.882)
-    assert vs["step_ms"] == pytest.approx(1e3 * 1.31374 / 60)
-    assert vs["comm_over_train"] == pytest.approx(7.395 / 1.31374)  # 5.63: more than training
+    # metrics: 60 steps trained in 0.363373 s; rank 0's file: 1.274 s in MPI of 2.490 s
+    assert vs["steps"] == 60 and vs["train_s"] == pytest.approx(0.363373)
+    assert vs["comm_s"] == pytest.approx(1.274) and vs["elapsed_s"] == pytest.approx(2.490)
+    assert vs["step_ms"] == pytest.approx(1e3 * 0.363373 / 60)
+    assert vs["comm_over_train"] == pytest.approx(1.274 / 0.363373)  # 3.51: more than training
     lines = findings.mpi_findings(prof, metrics=metrics)
     assert any("not the share of training time lost" in line for line in lines)
-    assert any("5.63x that" in line and "outside it" in line for line in lines)
+    assert any("3.51x that" in line and "outside it" in line for line in lines)
     with pytest.raises(ValueError, match="metrics DataFrame has no column"):
         analysis.comm_vs_training(prof, metrics.drop(columns="steps"))

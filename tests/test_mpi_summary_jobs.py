@@ -10,7 +10,7 @@ import pytest
 from workshop.analysis import mpi as analysis
 from workshop.cli import main
 from workshop.paths import data_path
-from workshop.readers.mpitrace import read_mpitrace_jobs
+from workshop.readers.mpitrace import read_mpitrace, read_mpitrace_jobs
 
 
 def run(capsys, *argv):
@@ -25,13 +25,17 @@ def test_a_folder_of_job_folders_gives_one_row_per_job(capsys):
     rows = {row["job"]: row for row in json.loads(out)["jobs"]}
     # every sub-folder of data/mpi with profiles, labelled folder/jobid (the folder without
     # profile files, unsupported-mixed-controller-ops, gives no row)
+    # (the recorded runs' job ids are whatever their launch drew: read from their files)
+    recorded = [
+        f"{name}/{read_mpitrace(data_path('mpi', name)).jobid}"
+        for name in ("tf-mnist-mpi-ops-np2", "torch-mnist-mpi-ops-cycle20ms-np2",
+                     "torch-mnist-mpi-ops-np2")
+    ]  # fmt: skip
     assert sorted(rows) == [
         "mpiprof-exercise-np4/exercise2",
         "seed001-thetagpu-cpu/thetagpu-cpu",
         "seed001-thetagpu-gpu/thetagpu-gpu",
-        "tf-mnist-mpi-ops-np2/27877",
-        "torch-mnist-mpi-ops-cycle20ms-np2/28989",
-        "torch-mnist-mpi-ops-np2/17755",
+        *recorded,
     ]
     exercise = rows["mpiprof-exercise-np4/exercise2"]
     # files for ranks 0, 2, 3: comm 0.311 + 0.307 + 0.315 = 0.933 s of elapsed
@@ -74,10 +78,14 @@ def test_several_jobs_in_one_folder_no_longer_refuse(tmp_path, capsys):
 
 
 def test_a_sweep_folder_labels_jobs_by_sub_folder(capsys):
-    # the sweep's six runs share one job id (26887): only the sub-folder tells them apart
-    code, out, _ = run(capsys, "mpi", "summary", str(data_path("sweeps", "cycle-time-mnist")))
+    # the sweep's six runs share one job id: only the sub-folder tells them apart
+    sweep = data_path("sweeps", "cycle-time-mnist")
+    jobids = {read_mpitrace(folder).jobid for folder in sweep.glob("p0*")}
+    assert len(jobids) == 1
+    (jobid,) = jobids
+    code, out, _ = run(capsys, "mpi", "summary", str(sweep))
     assert code == 0 and out.startswith("6 jobs in")
-    assert "p00-cyc1-seed42/26887" in out and "p05-cyc20-seed43/26887" in out
+    assert f"p00-cyc1-seed42/{jobid}" in out and f"p05-cyc20-seed43/{jobid}" in out
 
 
 def test_a_folder_without_profiles_says_so(tmp_path, capsys):

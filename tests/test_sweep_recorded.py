@@ -56,25 +56,37 @@ def test_scaling_sweep_three_speedups(capsys):
             assert group["speedup"][metric]["1"] == 1.0
             assert math.isfinite(group["speedup"][metric]["2"])
         assert set(group["first_epoch_overhead_s"]) == {"1", "2"}
-        # start-up does not shrink with workers: wall-time speedup is the lowest of the three
-        assert group["speedup"]["wall"]["2"] < group["speedup"]["train"]["2"]
+        # start-up does not shrink with workers, so the wall-time speedup (init included)
+        # lies between the training speedup and 1: below it where a second worker speeds
+        # training up (batch 128), above it where it slows training down (batch 32, the
+        # quiet recording: 0.74x training, 0.85x wall); not "always the lowest of the three"
+        wall, train = group["speedup"]["wall"]["2"], group["speedup"]["train"]["2"]
+        assert min(train, 1.0) < wall < max(train, 1.0)
+    runs, _ = read_sweep(data_path("sweeps", "scaling-mnist"))
+    outside = (runs["total_time_s"] - runs["train_time_s"]).groupby(runs["np"]).min()
+    assert outside[2] > outside[1]  # the time outside the training loop grows with workers
     by_batch = {g["key"]["batch_size"]: g for g in report["groups"]}
     # a larger per-worker batch means fewer synchronisations per sample: better scaling
     assert by_batch[128]["speedup"]["throughput"]["2"] > by_batch[32]["speedup"]["throughput"]["2"]
 
 
 def test_batch_size_sweep_throughput_and_accuracy():
-    runs, _ = read_sweep(data_path("sweeps", "batch-size-mnist"))
+    runs, epochs = read_sweep(data_path("sweeps", "batch-size-mnist"))
     assert sorted(runs["batch_size"]) == [16, 32, 64, 128, 256, 512]
     assert set(runs["np"]) == {1}
     plateau = scaling.batch_size_plateau(runs)
-    table = plateau["table"]
-    # bigger batches are faster per epoch on one worker ...
-    assert table["time_s"].iloc[-1] < table["time_s"].iloc[0]
-    assert plateau["speedup_at_plateau"] > 1.3
-    # the fastest epoch is at the largest batch, 512: no plateau within 16-512 (notebook 07
-    # and the report say so; its plot must not claim one)
-    assert plateau["plateau_batch_size"] == 512 and not plateau["levels_off"]
+    table = plateau["table"].set_index("batch_size")
+    # bigger batches are faster per epoch on one worker, up to batch 256 ...
+    fastest = table["time_s"].idxmin()
+    assert fastest == 256 and table.loc[256, "speedup"] > 1.3
+    # ... and the epoch time levels off: within 10% of the fastest from batch 64 on (the
+    # quiet recording; the noisy one had its fastest epoch at 512 and no plateau)
+    assert plateau["plateau_batch_size"] == 64 and plateau["levels_off"]
+    assert plateau["speedup_at_plateau"] > 1.2
+    # batch 512 is slower than 256 in every epoch, not by noise: the epochs do not overlap
+    # (one run each; its 3 epochs are the spread)
+    per_epoch = epochs.groupby("batch_size")["train_time_s"]
+    assert per_epoch.min()[512] > per_epoch.max()[256]
     # ... but at a fixed LR and a fixed number of epochs they reach a much lower accuracy
     acc = lr.accuracy_vs_batch(runs)
     assert acc["final_test_accuracy"].iloc[0] > 0.9
@@ -127,16 +139,25 @@ def test_fusion_sweep_tuning_and_comm_model(capsys):
     tuned = runs[runs["fusion_threshold_mb"].notna()]
     table = tuning.tuning_table(tuned)
     assert len(table) == 6
-    # without tensor fusion (threshold 0) every gradient is negotiated and reduced on its own:
-    # the slowest settings on this machine
-    slowest = table.tail(2)
-    assert set(slowest["fusion_threshold_mb"]) == {0.0}
+    # without tensor fusion (threshold 0) every gradient is negotiated and reduced on its own.
+    # The noisy recording made fusion off the two slowest settings; the quiet one does not:
+    # fusion off (4,719 and 4,740 samples/s) is slower than fusion at a 1 ms cycle (6,580 and
+    # 6,688) but faster than 4 MB at a 10 ms cycle (3,918), one run per setting, and one
+    # run's two epochs differ by up to 22% (4 MB at 10 ms: 4,829 then 3,918)
+    off = table[table["fusion_threshold_mb"] == 0]
+    fused = table[table["fusion_threshold_mb"] > 0]
+    assert table["fusion_threshold_mb"].iloc[0] > 0  # the fastest setting fuses
+    fast_cycle = fused[fused["cycle_time_ms"] == 1]
+    assert off["samples_per_s"].max() < fast_cycle["samples_per_s"].min()
+    assert set(table.tail(2)["fusion_threshold_mb"]) != {0.0}  # no longer the two slowest
     assert main(["scaling", "report", str(folder), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     comm = report["comm_model"]
     assert comm["timelines"] == len(runs[runs["np"] == 2])
     fit = comm["fit"]
-    assert fit["alpha_us"] > 0 and fit["bandwidth_bytes_per_s"] > 0
+    # both coefficients are constrained to >= 0; the quiet recording's fit sits on alpha's
+    # bound (alpha 0, R^2 0.06): rank 0's spans hold waiting, not a latency-bandwidth law
+    assert fit["alpha_us"] >= 0 and 0 < fit["bandwidth_bytes_per_s"] < math.inf
     assert fit["nps"] == [2] and fit["bytes_max"] > 1e5
     # the prediction starts from the run with Horovod's default knobs, and is compared with
     # the measured np=1 -> np=2 speedup of the same configuration
@@ -145,8 +166,9 @@ def test_fusion_sweep_tuning_and_comm_model(capsys):
     assert rows[1]["speedup_predicted"] == 1.0
     assert rows[2]["speedup_measured"] is not None
     assert rows[32]["speedup_measured"] is None and rows[32]["speedup_predicted"] < 32
-    # On this shared 2-core machine the transfer model explains little of the np=2 step: the
-    # rest (waiting, negotiation, core contention) is reported, not hidden.
+    # The transfer model does not explain the np=2 step on this 2-core machine: what it
+    # leaves out (or, in the quiet recording, over-counts: the unexplained part is negative)
+    # is reported, not hidden.
     inputs = comm["inputs"]
     assert inputs["np1_step_time_s"] > 0
     assert inputs["unexplained_s"] == pytest.approx(

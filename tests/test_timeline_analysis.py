@@ -286,8 +286,19 @@ def test_allreduce_overlap_is_consistent(name: str) -> None:
     if cycles is not None:
         # an op two cycles before the last gradient was first seen ended before it was seen
         inside = ov[ov["in_backward_all"]]
-        assert len(inside) > 0 and (inside["op_end_us"] < inside["backward_end_us"]).all()
+        assert (inside["op_end_us"] < inside["backward_end_us"]).all()
         assert (ov["in_backward_some"] | ~ov["in_backward_all"]).all()
+        if run["config"]["framework"] == "torch":
+            # torch hands each gradient over from its hook, spread over the backward pass:
+            # some ops provably ran while every rank was still in backward
+            assert len(inside) > 0
+        else:
+            # TF's tape hands its gradients over together (quiet recording: a step's last
+            # gradient within a median 6.5 us of its first, inside one ~1 ms cycle), so no op
+            # can be two cycles before the last one: none is provably inside backward on
+            # every rank (the noisy recording's 40 ms spread gave 61 such ops)
+            spread = ov.groupby("step")["backward_end_us"].first()
+            assert spread.median() < 1_000 and len(inside) == 0
 
 
 def test_compare_overlap_uses_cycle_marks_where_there_are_some() -> None:

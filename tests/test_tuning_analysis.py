@@ -60,14 +60,14 @@ def test_negotiation_table_reads_the_negotiation_signature():
     }
     table = analysis.negotiation_table(profiles).set_index("run")
     default = table.loc["torch-mnist-mpi-ops-np2"]
-    # rank 0's message sizes: 5,670 calls of 8 bytes (the bit vector); the 6 calls of 4 bytes
+    # rank 0's message sizes: 1,173 calls of 8 bytes (the bit vector); the 6 calls of 4 bytes
     # are the epoch's metrics (float32 scalars)
-    assert default["bitvector_allreduces"] == 5670
-    assert default["gathers"] == 25 and default["bcasts"] == 68
-    # 9 + 2 + 57 + 28 + 53 + 1 + 59 larger calls
-    assert default["gradient_allreduces"] == 209
-    assert default["negotiation_rounds"] == 5670
-    assert default["rounds_per_s"] == pytest.approx(5670 / 11.88)  # rank 0 elapsed 11.88 s
+    assert default["bitvector_allreduces"] == 1173
+    assert default["gathers"] == 18 and default["bcasts"] == 54
+    # 1 + 21 + 6 + 52 + 60 larger calls
+    assert default["gradient_allreduces"] == 140
+    assert default["negotiation_rounds"] == 1173
+    assert default["rounds_per_s"] == pytest.approx(1173 / 2.49)  # rank 0 elapsed 2.49 s
     slow = table.loc["torch-mnist-mpi-ops-cycle20ms-np2"]
     assert slow["negotiation_rounds"] < default["negotiation_rounds"] / 5
 

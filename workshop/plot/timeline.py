@@ -136,13 +136,18 @@ def plot_timeline_gantt(
 
 def _legend_below(ax: Axes, handles: list, *, ncol: int = 3) -> None:
     """The legend under the axes (the figure keeps its width for the bars), legible at
-    :data:`LABEL_PT`."""
+    :data:`LABEL_PT`, centred on the figure rather than on the axes: long tensor names push
+    the axes to the right, and a legend centred on them ran off the figure's right edge
+    (its width depends on which entries share a column, i.e. on the order of the spans)."""
+    from matplotlib.transforms import blended_transform_factory
+
     ax.legend(
         handles=handles,
         fontsize=LABEL_PT,
         ncol=ncol,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.18),
+        bbox_transform=blended_transform_factory(ax.figure.transFigure, ax.transAxes),
         frameon=False,
     )
 
