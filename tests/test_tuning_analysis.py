@@ -23,7 +23,7 @@ GRADIENT_BYTES = 80_202 * 4
 
 def _timelines(*names: str) -> dict:
     with warnings.catch_warnings():
-        # open spans at shutdown are expected in these recordings (data/timelines/README.md)
+        # open spans at shutdown are possible (the killed run; data/timelines/README.md)
         warnings.simplefilter("ignore", readers.TimelineWarning)
         return {name: readers.read_timeline(data_path("timelines", name)) for name in names}
 

@@ -1,6 +1,6 @@
 """The tuning sweeps recorded for lesson 08 (data/sweeps/*-mnist, see its README): their
-options reached Horovod, and the counts the lesson teaches hold. Timings on the shared
-recording machine are noisy; only what the lesson claims about them is checked (that it
+options reached Horovod, and the counts the lesson teaches hold. Timings vary between repeats
+even on the quiet recording machine; only what the lesson claims about them is checked (that it
 compares them with the spread of repeats), not a speed-up."""
 
 from __future__ import annotations
