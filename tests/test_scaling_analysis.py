@@ -159,6 +159,33 @@ def test_batch_size_plateau():
         scaling.batch_size_plateau(df.iloc[:1])
 
 
+def test_batch_size_plateau_that_rises_again():
+    # the recorded sweep's shape: flat from 64 to 256, then slower at 512; the plateau ends
+    # at 256, and the finding does not claim 512 stayed within 10 %
+    df = pd.DataFrame(
+        {
+            "batch_size": [16, 32, 64, 128, 256, 512],
+            "steady_epoch_time_s": [0.44, 0.377, 0.36, 0.353, 0.331, 0.497],
+        }
+    )
+    p = scaling.batch_size_plateau(df)
+    assert p["plateau_batch_size"] == 64 and p["plateau_end_batch_size"] == 256
+    assert p["levels_off"]
+    assert scaling.plateau_findings(p) == [
+        "Epoch time levels off from batch 64 (within 10% of the fastest, 0.331 s, up to batch "
+        "256): 1.22x faster than batch 16. Beyond it the time rises again: batch 512 takes "
+        "1.50x the fastest."
+    ]  # 0.44 / 0.36 = 1.222, 0.497 / 0.331 = 1.502
+    # a lowest point with nothing beside it within 1 %: neither a plateau nor still falling
+    tight = scaling.batch_size_plateau(df, tolerance=0.01)
+    assert tight["plateau_batch_size"] == 256 and not tight["levels_off"]
+    assert scaling.plateau_findings(tight) == [
+        "Epoch time is lowest at batch 256 (0.331 s, 1.33x faster than batch 16), with no "
+        "larger batch within 1% of the fastest: no plateau measured. Beyond it the time rises "
+        "again: batch 512 takes 1.50x the fastest."
+    ]  # 0.44 / 0.331 = 1.329
+
+
 def test_tuning_table_orders_by_throughput():
     runs = pd.DataFrame(
         {

@@ -14,8 +14,8 @@ matplotlib.use("Agg")
 
 @pytest.fixture(scope="module")
 def timeline():
-    with pytest.warns(readers.TimelineWarning):
-        return readers.read_timeline(data_path("timelines", "tl-torch-gloo-np2"))
+    # Any timeline will do; the recording's own completeness is tests/test_timeline*'s to check.
+    return readers.read_timeline(data_path("timelines", "tl-torch-gloo-np2"))
 
 
 def test_static_mode_builds_no_widget(timeline, monkeypatch):

@@ -368,8 +368,10 @@ def batch_size_plateau(
 
     Returns:
         ``plateau_batch_size``, ``plateau_time_s``, ``min_time_s``, ``smallest_batch_size``,
-        ``largest_batch_size``, ``levels_off`` (True when a batch size larger than the plateau
-        point was measured: the data shows the time levelling off), ``speedup_at_plateau``
+        ``largest_batch_size``, ``plateau_end_batch_size`` (the largest batch of the run of
+        batch sizes from the plateau point on that all stay within ``tolerance``),
+        ``levels_off`` (True when that run holds a batch size larger than the plateau point:
+        the data shows the time levelling off), ``speedup_at_plateau``
         (time at the smallest batch / plateau time), ``tolerance``, ``table`` (DataFrame
         ``batch_size``, ``time_s``, ``speedup`` vs the smallest batch).
 
@@ -387,14 +389,20 @@ def batch_size_plateau(
     t = t.rename(columns={time_column: "time_s"}).reset_index(drop=True)
     t["speedup"] = t["time_s"].iloc[0] / t["time_s"]
     best = float(t["time_s"].min())
-    plateau = t[t["time_s"] <= best * (1.0 + tolerance)].iloc[0]
+    within = (t["time_s"] <= best * (1.0 + tolerance)).tolist()
+    start = within.index(True)
+    end = start  # the plateau runs on while the next larger batch stays within tolerance
+    while end + 1 < len(t) and within[end + 1]:
+        end += 1
+    plateau = t.iloc[start]
     return {
         "plateau_batch_size": int(plateau["batch_size"]),
+        "plateau_end_batch_size": int(t["batch_size"].iloc[end]),
         "plateau_time_s": float(plateau["time_s"]),
         "min_time_s": best,
         "smallest_batch_size": int(t["batch_size"].iloc[0]),
         "largest_batch_size": int(t["batch_size"].iloc[-1]),
-        "levels_off": bool(plateau["batch_size"] < t["batch_size"].iloc[-1]),
+        "levels_off": end > start,
         "speedup_at_plateau": float(plateau["speedup"]),
         "tolerance": tolerance,
         "table": t,
@@ -416,12 +424,28 @@ def plateau_findings(plateau: dict) -> list[str]:
 than batch 16): no plateau within batch 16-64.']
     """
     p = plateau
+    table = p["table"].set_index("batch_size")
+    end = p.get("plateau_end_batch_size", p["largest_batch_size"])
+    larger = table[table.index > end]
+    rises = (
+        f" Beyond it the time rises again: batch {larger.index[0]} takes "
+        f"{larger.time_s.iloc[0] / p['min_time_s']:.2f}x the fastest."
+        if len(larger)
+        else ""
+    )
     if p["levels_off"]:
         return [
             f"Epoch time levels off from batch {p['plateau_batch_size']} (within "
             f"{100 * p['tolerance']:.0f}% of the fastest, {p['min_time_s']:.3f} s, up to batch "
-            f"{p['largest_batch_size']}): {p['speedup_at_plateau']:.2f}x faster than batch "
-            f"{p['smallest_batch_size']}."
+            f"{end}): {p['speedup_at_plateau']:.2f}x faster than batch "
+            f"{p['smallest_batch_size']}.{rises}"
+        ]
+    if len(larger):
+        return [
+            f"Epoch time is lowest at batch {p['plateau_batch_size']} "
+            f"({p['plateau_time_s']:.3f} s, {p['speedup_at_plateau']:.2f}x faster than batch "
+            f"{p['smallest_batch_size']}), with no larger batch within "
+            f"{100 * p['tolerance']:.0f}% of the fastest: no plateau measured.{rises}"
         ]
     return [
         f"Time per epoch is still falling at the largest batch measured "

@@ -158,6 +158,8 @@ def plot_batch_size(plateau: dict, *, ax: Axes | None = None) -> Axes:
             f"levels off from batch {plateau['plateau_batch_size']} (within "
             f"{plateau['tolerance']:.0%} of the fastest)"
         )
+    elif plateau["plateau_batch_size"] < plateau["largest_batch_size"]:
+        title = f"lowest at batch {plateau['plateau_batch_size']}: no plateau measured"
     else:
         title = f"still falling at batch {plateau['largest_batch_size']}: no plateau measured"
     ax.set_title(title, fontsize="medium")
