@@ -125,3 +125,15 @@ def test_arbitrary_bytes_never_crash(blob: bytes) -> None:
     read_or_format_error(blob)
     read_or_format_error(b"[" + blob)
     read_or_format_error(b'[\n{"ph": "B", "name": "ALLREDUCE", "ts": 1, "pid": 1},' + blob)
+
+
+def test_an_end_stamped_before_its_begin_is_named_not_a_negative_duration() -> None:
+    # The example hypothesis found on the quiet recording: one digit deleted from an 'E'
+    # timestamp (1611872 -> 161872) put that end before its begin.
+    raw, full, _ = recording(SMALL)
+    at = raw.index(b'{"ph": "E", "ts": ') + len(b'{"ph": "E", "ts": ')
+    damaged = raw[:at] + raw[at + 1 :]
+    tl, messages = read_or_format_error(damaged)
+    assert tl is not None and (tl.spans["dur_us"] >= 0).all()
+    assert tl.metadata["backwards"] == 1 and full.metadata["backwards"] == 0
+    assert any("1 spans end before they begin" in m for m in messages)

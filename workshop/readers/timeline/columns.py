@@ -71,10 +71,17 @@ def tables(rd: Reader, ev: Events) -> Tables:
     ev.off = np.zeros(0, np.int64)  # not needed any more
     spans, n_orphan = span_columns(ev, vocab, last_ts)
     n_unclosed = int((~spans.closed).sum())
+    # an 'E' stamped before its 'B' (a damaged or hand-edited timestamp): no duration to trust
+    backwards = spans.closed & (spans.end < spans.start)
+    n_backwards = int(backwards.sum())
+    if n_backwards:
+        spans.end = np.where(backwards, spans.start, spans.end)
+        spans.closed = spans.closed & ~backwards
     ticks, ranks = tick_events(ev, vocab)
     cycles = cycle_events(ev, vocab)
     md["orphan_ends"] = n_orphan
     md["unclosed"] = n_unclosed
+    md["backwards"] = n_backwards
     if n_orphan:
         rd.warn(
             f"{n_orphan} 'E' records close nothing (the timeline started while tensors were in "
@@ -84,6 +91,11 @@ def tables(rd: Reader, ev: Events) -> Tables:
         rd.warn(
             f"{n_unclosed} spans have no 'E' (the timeline stopped while tensors were in "
             "flight): they run to the last timestamp, closed=False"
+        )
+    if n_backwards:
+        rd.warn(
+            f"{n_backwards} spans end before they begin (a damaged timestamp): their end is "
+            "set to their start, closed=False"
         )
     md["warnings"] = list(rd.warnings)
     return Tables(md, vocab, spans, ticks, ranks, cycles, last_ts)
