@@ -118,6 +118,21 @@ def test_gantt_and_overlap_legible_at_page_width(tl) -> None:
     plt.close(ax.figure)
 
 
+def test_lesson_04s_other_charts_legible_at_page_width(tl) -> None:
+    # the breakdown (10 in, a 7 pt legend beside the bars) and the negotiation-share chart
+    # (10 in) were wider than the column too; the two-threads chart was 11 in
+    ax = P.plot_breakdown(A.breakdown(tl.spans, by="op"))
+    _legible_at_page_width(ax)
+    ax = P.plot_negotiation_share(A.evolution(tl.spans, bins=30))
+    _legible_at_page_width(ax)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimelineWarning)
+        marked = read_timeline(data_path("timelines", "tl-torch-gloo-np2-cycles"))
+    overlap = A.allreduce_overlap(marked.spans, cycles=marked.cycles)
+    _legible_at_page_width(P.plot_two_threads(overlap, marked.cycles, step=30))
+    plt.close("all")
+
+
 def test_two_threads_draws_one_step_of_the_cycle_marked_recording() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TimelineWarning)

@@ -189,7 +189,7 @@ def plot_breakdown(breakdown: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     order = breakdown.groupby("phase")["total_us"].sum().sort_values(ascending=False).index
     negotiate_first = sorted(order, key=lambda p: not str(p).startswith("NEGOTIATE"))
     wide = wide[negotiate_first] / 1e6
-    ax = _axes(ax, (10, max(2.5, 0.35 * len(wide) + 1.2)))
+    ax = _axes(ax, (PAGE_WIDTH_IN, max(3.0, 0.35 * len(wide) + 2.2)), constrained=True)
     left = np.zeros(len(wide))
     colors = _distinct_shades([str(p) for p in wide.columns])
     for phase in wide.columns:
@@ -204,7 +204,8 @@ def plot_breakdown(breakdown: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.invert_yaxis()
     ax.set_xlabel("tensor time (s)")
     ax.set_title(f"Negotiation and processing per {by}")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.tick_params(axis="y", labelsize=LABEL_PT)
+    _legend_below(ax, ax.get_legend_handles_labels()[0])
     return ax
 
 
@@ -252,7 +253,7 @@ def plot_negotiation_share(evolution: pd.DataFrame, *, ax: Axes | None = None) -
     """
     if evolution.empty:
         raise ValueError("the evolution table is empty: nothing to plot")
-    ax = _axes(ax, (10, 3.5))
+    ax = _axes(ax, (PAGE_WIDTH_IN, 3.5))
     mid = (evolution["start_us"] + evolution["end_us"]) / 2e6
     width = (evolution["end_us"] - evolution["start_us"]) / 1e6 * 0.9
     ax.bar(
@@ -290,7 +291,7 @@ def plot_negotiation_share(evolution: pd.DataFrame, *, ax: Axes | None = None) -
     ax.legend(
         lines[0] + more[0],
         lines[1] + more[1],
-        fontsize=8,
+        fontsize=LABEL_PT,
         ncol=3,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.2),
@@ -396,7 +397,7 @@ def plot_two_threads(
     one = overlap[overlap["step"] == step]
     if one.empty:
         raise ValueError(f"no step {step} in the overlap table (steps {steps[0]}-{steps[-1]})")
-    ax = _axes(ax, (11, 3.2), constrained=True)
+    ax = _axes(ax, (PAGE_WIDTH_IN, 3.8), constrained=True)
     origin = one["step_start_us"].iloc[0]
     end_ms = one["op_end_us"].max() / 1e3 * 1.05
     backward_ms = one["backward_end_us"].iloc[0] / 1e3
@@ -446,8 +447,10 @@ def plot_two_threads(
             Patch(color=PHASE_COLORS["OP"], label="allreduce (starts inside a cycle)"),
             Patch(color="0.8", label="one background cycle (shades alternate)"),
         ],
-        fontsize=7,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1),
+        fontsize=LABEL_PT,
+        ncol=2,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.25),
+        frameon=False,
     )
     return ax
