@@ -57,11 +57,14 @@ REPEATS = 5
 COMMON = (*RUN_SHAPE, "--cache-capacity", "0")
 #: The diagnosis runs also mark the background cycles in their timeline.
 TIMELINE = ("--mark-cycles",)
-#: Where the straggler case puts its ranks and the competing busy process.
-#: One busy process: with the kernel's autogroup scheduling more of them, started together,
-#: took no more than the same half of the core (3 gave the same 2x slower steps).
+#: Where the straggler case puts its ranks and the competing busy processes.
 RANK_CORES = {0: 0, 1: 1}
 HOG_CORE = 1
+#: Three busy processes, each in a session of its own: on a quiet machine one busy process
+#: beside a rank hardly slows its compute (the scheduler runs a rank woken from waiting ahead
+#: of it; data/benchmarks/straggler-signal-quiet: compute ratios 1.00-1.75, inside the healthy
+#: range), three slow it about 3x in every step (a probe of 2 runs: compute ratio 2.54-2.58).
+HOGS = 3
 #: Every run goes through the recording path of data/ (``workshop.launch.quiet``, via
 #: ``workshop.launch.harness.record_run``): a run during which other work took more than
 #: 0.05 cores is recorded again, 5 attempts at most, 8 for the straggler case: the scheduler
@@ -135,7 +138,7 @@ class CaseSpec:
         measure: what the fix should improve: ``samples_per_s`` (the training throughput of
             the epochs after the first) or ``test_accuracy`` (after the last epoch).
         straggler: the ranks are bound to :data:`RANK_CORES` in both runs, and the broken run
-            shares rank 1's core with a busy process (:data:`HOG_CORE`).
+            shares rank 1's core with :data:`HOGS` busy processes (:data:`HOG_CORE`).
     """
 
     problem: str
@@ -177,7 +180,7 @@ def _record_run(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, t
     straggler = {}
     if spec.straggler:
         hog = HOG_CORE if variant == "broken" else None
-        straggler = {"rank_cores": RANK_CORES, "hog_core": hog}
+        straggler = {"rank_cores": RANK_CORES, "hog_core": hog, "hogs": HOGS}
     attempts = 8 if spec.straggler else 5
     record = record_run(command, out / name, quiet=True, attempts=attempts, **straggler)
     return {"name": name, "variant": variant, "seed": seed, "timeline": timeline, **record}
@@ -229,7 +232,7 @@ def record_case(case: str, root: Path, *, repeats: int = REPEATS, replace: bool 
     if spec.straggler:
         injected["how"] = (
             f"both runs: every thread of rank r bound to core RANK_CORES[r] {RANK_CORES} "
-            f"(os.sched_setaffinity, every 0.1 s); broken runs only: a busy Python loop "
+            f"(os.sched_setaffinity, every 0.1 s); broken runs only: {HOGS} busy Python loops "
             f"bound to core {HOG_CORE} for the whole run"
         )
     payload = {
