@@ -7,8 +7,8 @@ harness (``workshop.launch.harness.record_run``), in an order that rotates per r
 
 - ``healthy-unpinned``: nothing injected, the ranks left to the scheduler;
 - ``healthy-pinned``: rank r bound to core r;
-- ``straggler-rank0`` / ``straggler-rank1``: bound like that, and 3 busy processes (``HOGS``) on the
-  core of rank 0 / rank 1.
+- ``straggler-rank0`` / ``straggler-rank1``: bound like that, and 3 busy processes (``HOGS``) on
+  the core of rank 0 / rank 1.
 
 The response cache is on in odd rounds for ``healthy-unpinned`` and ``straggler-rank0`` and
 off for the other two, the other way round in even rounds, so each variant is recorded both
