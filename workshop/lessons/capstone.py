@@ -423,8 +423,9 @@ def healthy_reference() -> pd.DataFrame:
 
 #: How close a diagnosis's evidence number must be: 15 % for a ratio or a time (case-1's key
 #: is the ratio of lower quartiles, 2.79; the ratio of medians, 3.25, is 17 % off and fails:
-#: the exercise asks for the lower quartiles). A count (:data:`COUNTS`) is held to half of one, so that one more or one fewer
-#: fails: at 15 %, 7 and 9 responses per step passed for case-3's 8 gradients.
+#: the exercise asks for the lower quartiles). A count (:data:`COUNTS`) is held to half of
+#: one, so that one more or one fewer fails: at 15 %, 7 and 9 responses per step passed for
+#: case-3's 8 gradients.
 EVIDENCE_REL_TOL = 0.15
 #: The problems whose evidence number is a count (responses per training step).
 COUNTS = ("b",)
