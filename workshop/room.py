@@ -111,6 +111,21 @@ def _prune(folder: Path, pattern: str, keep: int, current: Path) -> None:
         old.unlink(missing_ok=True)
 
 
+def _write_record(room: Path, name: str, pattern: str, keep: int, problem: str, **fields) -> bool:
+    """Write ``fields`` as this learner's ``name`` (atomic) and keep the newest ``keep`` files
+    of ``pattern``: True when written; False, said once on stderr after ``problem``, when the
+    room could not be written."""
+    try:
+        folder = _learner_dir(room)
+        path = folder / name
+        write_json(path, _payload(folder, **fields))
+        _prune(folder, pattern, keep, path)
+    except (OSError, ValueError) as exc:
+        _warn_once(f"{problem}{exc}")
+        return False
+    return True
+
+
 def _warn_once(problem: str) -> None:
     # A room that cannot be written must not break the lesson: say so once, go on.
     if problem not in _WARNED:
@@ -151,15 +166,9 @@ def record_attempt(exercise: str, ok: bool | None, *, now: float | None = None) 
         entry["wrong"] += not ok
         entry["right"] = entry["right"] or bool(ok)
     entry["last_s"], entry["last_ok"] = now, ok
-    try:
-        folder = _learner_dir(room)
-        path = folder / f"session-{_SESSION['id']}.json"
-        write_json(path, _payload(folder, session=_SESSION["id"], exercises=exercises))
-        _prune(folder, "session-*.json", MAX_SESSIONS, path)
-    except (OSError, ValueError) as exc:
-        _warn_once(str(exc))
-        return False
-    return True
+    name = f"session-{_SESSION['id']}.json"
+    return _write_record(room, name, "session-*.json", MAX_SESSIONS, "",
+                         session=_SESSION["id"], exercises=exercises)  # fmt: skip
 
 
 def record_run(run_dir: str | os.PathLike) -> bool:
@@ -177,8 +186,6 @@ def record_run(run_dir: str | os.PathLike) -> bool:
         run = json.loads((run_dir / "run.json").read_text())
         config = run.get("config") or {}
         error = str(run.get("error") or run.get("launcher_problem") or "")
-        folder = _learner_dir(room)
-        path = folder / f"run-{run_dir.name[:100]}.json"
         summary = {
             "name": run_dir.name,
             "status": str(run.get("status", "unknown"))[:40],
@@ -189,12 +196,11 @@ def record_run(run_dir: str | os.PathLike) -> bool:
             "error": error.splitlines()[0][:MAX_TEXT] if error else "",
             "failed_ranks": list(run.get("failed_ranks") or [])[:64],
         }
-        write_json(path, _payload(folder, run=summary))
-        _prune(folder, "run-*.json", MAX_RUNS, path)
     except (OSError, ValueError) as exc:
         _warn_once(f"run {run_dir}: {exc}")
         return False
-    return True
+    name = f"run-{run_dir.name[:100]}.json"
+    return _write_record(room, name, "run-*.json", MAX_RUNS, f"run {run_dir}: ", run=summary)
 
 
 def _cut_texts(value, limit: int):
@@ -228,12 +234,5 @@ def record_check(report: dict, *, now: float | None = None) -> bool:
     bounded["traceback"] = (
         ("..." + trace[-MAX_TRACEBACK:]) if len(trace) > MAX_TRACEBACK else (trace or None)
     )
-    try:
-        folder = _learner_dir(room)
-        path = folder / f"check-{int(now * 1000)}-{os.getpid()}.json"
-        write_json(path, _payload(folder, check=bounded))
-        _prune(folder, "check-*.json", MAX_CHECKS, path)
-    except (OSError, ValueError) as exc:
-        _warn_once(f"check: {exc}")
-        return False
-    return True
+    name = f"check-{int(now * 1000)}-{os.getpid()}.json"
+    return _write_record(room, name, "check-*.json", MAX_CHECKS, "check: ", check=bounded)
