@@ -95,6 +95,10 @@ SAME_WORKER_MODULES = {
 }
 # The modules that bring up the emulated cluster (one at a time: its namespaces have fixed names)
 CLUSTER_MODULES = {"test_cluster_live.py", "test_cluster_slurm.py", "test_jobscript_slurm_live.py"}
+# Tests elsewhere that bring it up too: lesson 03's live run submits its Slurm job to it (a
+# fresh-clone run met it torn down by test_cluster_slurm's teardown on the other worker:
+# "nsenter: cannot open /proc/PID/ns/uts")
+CLUSTER_TESTS = {"test_notebook_03_live_launches_real_runs"}
 # The order xdist hands tests out in (scripts/test.sh passes --no-loadscope-reorder): first the
 # tests that run alone (one worker) beside the tests that start no processes (the other), then
 # the longest live test, then the other live tests, two at a time. A group goes where its
@@ -150,6 +154,8 @@ def _xdist_group(nodeid: str) -> str | None:
     module = path.rsplit("/", 1)[-1]
     if function in ALONE_TESTS:
         return "alone"  # one unit: the tests that run alone
+    if function in CLUSTER_TESTS:
+        return "emulated-cluster"
     if module in SAME_WORKER_MODULES:
         # one emulated cluster at a time on this machine: its modules on one worker
         return "emulated-cluster" if module in CLUSTER_MODULES else module
