@@ -26,7 +26,7 @@ the **margin**: the smallest straggler value divided by the largest healthy valu
 separated). It also writes the healthy reference of ``workshop diagnose``
 (``data/diagnose/healthy-reference.json``) from the healthy runs.
 
-    flock /tmp/workshop-cpu.lock python benchmarks/straggler_signal.py \
+    python benchmarks/straggler_signal.py \
         [--repeats 5] [--out data/benchmarks/straggler-signal] [--reference PATH]
 
 ``--reanalyse`` records nothing: it computes the numbers of the runs already recorded in OUT
@@ -44,7 +44,7 @@ import sys
 from pathlib import Path
 
 from workshop.benchmarking import git_commit, print_spreads, spread, started_now, write_result
-from workshop.launch.harness import RUN_SHAPE, record_run, stop_on_sigterm, under_cpu_lock
+from workshop.launch.harness import RUN_SHAPE, record_run, stop_on_sigterm
 from workshop.paths import data_dir
 
 #: variant -> (rank -> core binding or None, the core of the busy process or None)
@@ -180,7 +180,6 @@ def reanalyse(out: Path, reference: Path) -> int:
     print_spreads(result["compute_ratio"], "x (compute ratio)")
     print(f"margin {result['margin']:.2f}")
     extra = {
-        "under_cpu_lock": result["under_cpu_lock"],
         "recorded_at": result["run"]["started_at"],
         "reanalysed_at": when,
     }
@@ -206,9 +205,6 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_sigterm()
     if args.repeats < 5:
         print("note: fewer than 5 rounds; the project reports spreads over >= 5", flush=True)
-    locked = under_cpu_lock()
-    if not locked:
-        print("warning: not under flock /tmp/workshop-cpu.lock; timings may be disturbed")
     started, load = started_now()
     runs_dir = args.out / "runs"
     if runs_dir.exists():
@@ -247,13 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_result(
         args.out,
-        {"under_cpu_lock": locked, "repeats": args.repeats, **summary, "runs": runs},
+        {"repeats": args.repeats, **summary, "runs": runs},
         started,
         load,
     )
-    write_reference(
-        runs, args.out, args.reference, {"under_cpu_lock": locked, "recorded_at": started}
-    )
+    write_reference(runs, args.out, args.reference, {"recorded_at": started})
     return 0
 
 

@@ -13,7 +13,7 @@ Every case is a folder ``data/capstone/<case>/`` with::
 
 Re-record a case (about 6 minutes on 2 cores, 12 runs)::
 
-    flock /tmp/workshop-cpu.lock python -m workshop.lessons.capstone CASE [--replace]
+    python -m workshop.lessons.capstone CASE [--replace]
 
 In the notebook::
 
@@ -40,7 +40,6 @@ from pathlib import Path
 import pandas as pd
 
 from workshop.launch.harness import (
-    LOCK_FILE,
     RUN_SHAPE,
     record_run,
     stop_on_sigterm,
@@ -241,7 +240,7 @@ def record_case(case: str, root: Path, *, repeats: int = REPEATS, replace: bool 
         "recorded_at": recorded_at,
         "under_cpu_lock": under_cpu_lock(),
         "runs": runs,
-        "recorder": f"flock {LOCK_FILE} python -m workshop.lessons.capstone {case}",
+        "recorder": f"python -m workshop.lessons.capstone {case}",
         **provenance(),
     }
     (folder / "provenance.json").write_text(json.dumps(payload, indent=2) + "\n")
@@ -650,8 +649,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; there are {', '.join(CASES)}")
     stop_on_sigterm()
-    if not under_cpu_lock():
-        print(f"warning: not under flock {LOCK_FILE}; timings may be disturbed", flush=True)
     for case in args.cases or list(CASES):
         record_case(case, args.out, repeats=args.repeats, replace=args.replace)
     return 0
