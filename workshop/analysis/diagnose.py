@@ -112,9 +112,10 @@ class Measure:
 
 
 #: The evidence numbers, by name. ``late_cycles`` is supporting evidence only (never a finding
-#: by itself): on the straggler benchmark's runs with the response cache off it did not
-#: separate stragglers (0.26-0.63 cycles) from healthy runs (0.04-0.68), since other work on
-#: any core moves any rank's ticks; the compute ratio did.
+#: by itself): on the straggler benchmark's runs with the response cache off it does not
+#: separate stragglers (0.33-0.58 cycles) from healthy runs (0.00-2.90; most near 0, one
+#: unpinned run later than every straggler), since other work on any core moves any rank's
+#: ticks; the compute ratio does (``workshop.lessons.capstone.tick_lateness``).
 MEASURES: dict[str, Measure] = {
     "compute_ratio": Measure(
         "straggler", "compute per step, slowest rank / the other ranks (lower quartiles)"
@@ -198,12 +199,11 @@ def compute_ratio(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[fl
 
     A rank's compute is its lower quartile over the steps (``compute_p25_ms``): a straggler is
     slower *consistently*, in every step, while other work that comes and goes on a shared
-    machine lengthens some steps of any rank. (Measured on ``benchmarks/straggler_signal.py``'s
-    20 runs: the ratio of medians left a margin of 1.02 between the smallest straggler and
-    the largest healthy run, the ratio of lower quartiles 1.32. On 12 fresh runs recorded
-    after that choice the margin was 1.04: three of six stragglers gave 1.19-1.43, between
-    the healthy runs' largest and a finding; data/benchmarks/straggler-signal/confirmation/.)
-    The others' value is the
+    machine lengthens some steps of any rank. (Chosen on ``benchmarks/straggler_signal.py``'s
+    20 runs on a busy machine: the ratio of medians left a margin of 1.02 between the smallest
+    straggler and the largest healthy run, the ratio of lower quartiles 1.32. Recorded again on
+    a quiet machine with three busy processes beside a rank: margin 1.70, and 2.08 and 1.67 on
+    two sets of fresh runs; data/benchmarks/straggler-signal/.) The others' value is the
     median of their lower quartiles.
 
     >>> steps = pd.DataFrame({"rank": [0] * 4 + [1] * 4, "step": [1, 2, 3, 4] * 2,

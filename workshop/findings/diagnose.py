@@ -280,12 +280,13 @@ def diagnose(
     }
 
 
-#: What a number between the healthy range and a finding's threshold says. Measured for the
-#: straggler on fresh runs of benchmarks/straggler_signal.py (data/benchmarks/
-#: straggler-signal/confirmation*/): three of twelve runs with a busy process beside one rank
-#: gave 1.19-1.43, and three of twelve healthy runs, all unpinned, 1.32-1.39 (the
-#: scheduler left one rank slower), where the recorded healthy runs reach 1.16 and a finding
-#: starts at 1.45: there a mild straggler and a healthy run overlap.
+#: What a number between the healthy range and a finding's threshold says. Seen for the
+#: straggler on fresh runs of benchmarks/straggler_signal.py with one busy process beside a
+#: rank (recorded 2026-11-26 on a busy machine, in git history): three of twelve straggler runs
+#: gave 1.19-1.43, and three of twelve healthy runs, all unpinned, 1.32-1.39 (the scheduler
+#: left one rank slower), where those healthy runs reached 1.16 and a finding started at 1.45:
+#: there a mild straggler and a healthy run overlap. (With three busy processes on a quiet
+#: machine, data/benchmarks/straggler-signal/, no fresh run fell between.)
 BETWEEN = {
     "straggler": "a rank sharing its core with other work can look like this, and so can a "
     "healthy run on a busy machine; record the run again on a quiet machine, or compare with "

@@ -420,6 +420,27 @@ def healthy_reference() -> pd.DataFrame:
     return pd.DataFrame(rows).T.rename_axis("problem")
 
 
+def tick_lateness(folder: Path | None = None) -> pd.DataFrame:
+    """The readiness ticks' evidence on the straggler benchmark's runs with the response cache
+    off (``data/benchmarks/straggler-signal/`` and its confirmations; ``folder`` another such
+    recording): the latest rank's mean lateness in whole background cycles
+    (``late_cycles``), one row per group (``healthy``, ``straggler``) with ``runs``, ``min``,
+    ``median``, ``max``. Whether it could be a finding by itself: the straggler runs' smallest
+    above every healthy run's, which the ranges say (the medians do not)."""
+    folder = Path(folder) if folder else data_path("benchmarks", "straggler-signal")
+    rows = []
+    for result in sorted(folder.rglob("result.json")):
+        for run in json.loads(result.read_text())["runs"]:
+            value = run["values"].get("late_cycles")
+            if not run["cache"] and value is not None:
+                group = "straggler" if run["variant"].startswith("straggler") else "healthy"
+                rows.append({"group": group, "late_cycles": value})
+    if not rows:
+        raise ValueError(f"{folder}: no run with the response cache off and readiness ticks")
+    table = pd.DataFrame(rows).groupby("group")["late_cycles"]
+    return table.agg(runs="count", min="min", median="median", max="max")
+
+
 #: How close a diagnosis's evidence number must be: 15 % for a ratio or a time (case-1's key
 #: is the ratio of lower quartiles, 2.79; the ratio of medians, 3.25, is 17 % off and fails:
 #: the exercise asks for the lower quartiles). A count (:data:`COUNTS`) is held to half of
