@@ -27,6 +27,10 @@ from workshop.paths import data_path
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP_SH = REPO / "scripts" / "setup.sh"
+# No test downloads a data set: `workshop run --data auto` (the default) would otherwise try
+# full MNIST on the internet before it falls back to the offline subset (workshop/train/data.py).
+# Every process the tests start inherits this; tests of the download path unset it.
+os.environ["WORKSHOP_OFFLINE"] = "1"
 LOCK_PATH = Path(os.environ.get("WORKSHOP_CPU_LOCK", "/tmp/workshop-cpu.lock"))
 
 

@@ -48,6 +48,7 @@ def test_synthetic_stand_in_is_labelled():
 
 
 def test_offline_cifar10_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.delenv("WORKSHOP_OFFLINE")  # the real download path, to a closed local port
     monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
     monkeypatch.setattr(data, "CIFAR10_URL", "http://127.0.0.1:9/cifar-10-python.tar.gz")
     with pytest.raises(data.DatasetUnavailable, match="--data synthetic"):
@@ -56,10 +57,32 @@ def test_offline_cifar10_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_offline_mnist_auto_falls_back_to_the_subset(monkeypatch, tmp_path):
+    monkeypatch.delenv("WORKSHOP_OFFLINE")  # the real download path, to a closed local port
     monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
     monkeypatch.setattr(data, "MNIST_URL", "http://127.0.0.1:9/")
     assert data.prepare("mnist", "auto") == "subset"
+    assert (tmp_path / "data" / ".download-failed").exists()  # no retry for an hour
     with pytest.raises(data.DatasetUnavailable):
+        data.prepare("mnist", "full")
+
+
+def test_workshop_offline_tries_no_download(monkeypatch, tmp_path):
+    # A URL nothing could answer: with WORKSHOP_OFFLINE set, urlopen is never called (it would
+    # raise something else), no failure marker is written, and auto still gives the subset.
+    monkeypatch.setenv("WORKSHOP_OFFLINE", "1")
+    monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("urlopen called although WORKSHOP_OFFLINE is set")
+
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    with pytest.raises(data.DatasetUnavailable, match="WORKSHOP_OFFLINE is set: .*mnist"):
+        data.prepare("mnist", "full")
+    assert data.prepare("mnist", "auto") == "subset"
+    assert not (tmp_path / "data" / ".download-failed").exists()
+    # "0" means not set: the near miss of testing for the variable's presence only
+    monkeypatch.setenv("WORKSHOP_OFFLINE", "0")
+    with pytest.raises(AssertionError, match="urlopen called"):
         data.prepare("mnist", "full")
 
 
