@@ -22,8 +22,8 @@ slowest, so 0.05 cores keeps the disturbance at or under 5 %, half the smallest 
 lesson calls an effect (10 %). An idle machine of this kind measures 0.00-0.02 cores (kernel
 threads, the recorder's own sampling is counted as ours).
 
-``tests/test_data.py`` fails for a performance recording in ``data/`` whose run.json lacks the
-record or exceeds the threshold.
+``tests/test_recordings_quiet.py`` fails for a performance recording in ``data/`` whose
+run.json lacks the record or exceeds the threshold.
 """
 
 from __future__ import annotations
