@@ -44,7 +44,7 @@ import sys
 from pathlib import Path
 
 from workshop.benchmarking import git_commit, print_spreads, spread, started_now, write_result
-from workshop.launch.harness import RUN_SHAPE, record_run, stop_on_sigterm
+from workshop.launch.harness import HOGS, RUN_SHAPE, record_run, stop_on_sigterm
 from workshop.paths import data_dir
 
 #: variant -> (rank -> core binding or None, the core of the busy process or None)
@@ -54,10 +54,6 @@ VARIANTS: dict[str, tuple[dict[int, int] | None, int | None]] = {
     "straggler-rank0": ({0: 0, 1: 1}, 0),
     "straggler-rank1": ({0: 0, 1: 1}, 1),
 }
-#: Busy processes beside the straggler's rank, each in a session of its own. One hardly slows
-#: a rank's compute on a quiet machine (data/benchmarks/straggler-signal-quiet: no separation,
-#: the rank woken from waiting runs ahead of it); three do, in every step.
-HOGS = 3
 #: The variants with the cache on in odd rounds (the others: in even rounds).
 CACHE_ON_ODD = ("healthy-unpinned", "straggler-rank0")
 

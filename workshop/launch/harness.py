@@ -34,6 +34,12 @@ RUN_SHAPE = (
     "-np", "2", "--framework", "torch", "--data", "subset", "--controller", "gloo",
     "--epochs", "3", "--steps-per-epoch", "40", "--quiet",
 )  # fmt: skip
+#: The straggler both inject (the capstone's case 1 and the straggler benchmark): this many busy
+#: processes on the straggler's core, each in a session of its own. On a quiet machine one
+#: beside a rank hardly slows its compute (the scheduler runs a rank woken from waiting ahead
+#: of it; data/benchmarks/straggler-signal-quiet: compute ratios 1.00-1.75, inside the healthy
+#: range); three slow it about 3x in every step (a probe of 2 runs: compute ratio 2.54-2.58).
+HOGS = 3
 #: The training programs whose processes are the ranks.
 PROGRAMS = ("workshop.train.torch_train", "workshop.train.tf_train")
 

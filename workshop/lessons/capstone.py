@@ -40,6 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from workshop.launch.harness import (
+    HOGS,
     RUN_SHAPE,
     record_run,
     stop_on_sigterm,
@@ -59,11 +60,6 @@ TIMELINE = ("--mark-cycles",)
 #: Where the straggler case puts its ranks and the competing busy processes.
 RANK_CORES = {0: 0, 1: 1}
 HOG_CORE = 1
-#: Three busy processes, each in a session of its own: on a quiet machine one busy process
-#: beside a rank hardly slows its compute (the scheduler runs a rank woken from waiting ahead
-#: of it; data/benchmarks/straggler-signal-quiet: compute ratios 1.00-1.75, inside the healthy
-#: range), three slow it about 3x in every step (a probe of 2 runs: compute ratio 2.54-2.58).
-HOGS = 3
 #: Every run goes through the recording path of data/ (``workshop.launch.quiet``, via
 #: ``workshop.launch.harness.record_run``): a run during which other work took more than
 #: 0.05 cores is recorded again, 5 attempts at most, 8 for the straggler case: the scheduler
