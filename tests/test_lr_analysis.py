@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import lr
+from workshop.findings.lr import lr_findings
 
 # (global batch, rule) -> expected LR from lr = 0.01 tuned for batch 32, k = global / 32:
 # linear: 0.01 k; sqrt: 0.01 sqrt(k); none: 0.01.
@@ -80,7 +81,7 @@ def test_compare_rules_picks_the_large_batch_and_ranks():
     assert rules.iloc[-1]["lr_scaling"] == "none"
     with pytest.raises(ValueError, match="more than one LR rule"):
         lr.compare_lr_rules(RUNS.iloc[:3])
-    lines = lr.lr_findings(RUNS)
+    lines = lr_findings(RUNS)
     assert "0.950 at global batch 32 to 0.700 at 512" in lines[0]
     assert any("linear, 1 warmup epochs" in line and "0.930" in line for line in lines)
 

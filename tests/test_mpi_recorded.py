@@ -7,6 +7,7 @@ import json
 import pytest
 
 from workshop.analysis import mpi as analysis
+from workshop.analysis import mpi_compare
 from workshop.findings import mpi as findings
 from workshop.paths import data_path
 from workshop.readers.mpitrace import read_mpitrace
@@ -61,7 +62,7 @@ def test_negotiation_signature_shows(name):
 def test_a_longer_cycle_time_means_fewer_negotiations():
     default = read_mpitrace(data_path("mpi", "torch-mnist-mpi-ops-np2"))
     slow = read_mpitrace(data_path("mpi", "torch-mnist-mpi-ops-cycle20ms-np2"))
-    both = analysis.compare_summary(default, slow, ("cycle1ms", "cycle20ms"))
+    both = mpi_compare.compare_summary(default, slow, ("cycle1ms", "cycle20ms"))
     small = both.loc["small_allreduce_calls"]
     assert small["cycle20ms"] * 3 < small["cycle1ms"]
     # the same 60 steps move the same gradient bytes (to the byte, up to mpitrace rounding)

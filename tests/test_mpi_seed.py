@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from workshop.analysis import mpi as analysis
+from workshop.analysis import mpi_compare
 from workshop.findings import mpi as findings
 from workshop.paths import data_path
 from workshop.readers.mpitrace import read_mpitrace
@@ -60,13 +61,13 @@ def test_gpu_mpi_carries_no_gradients(gpu):
 
 
 def test_cpu_against_gpu(cpu, gpu):
-    both = analysis.compare_summary(cpu, gpu, ("cpu", "gpu"))
+    both = mpi_compare.compare_summary(cpu, gpu, ("cpu", "gpu"))
     assert both.loc["comm_fraction", "cpu"] == pytest.approx(10.602 / 15.548)
     assert both.loc["comm_fraction", "gpu"] == pytest.approx(5.519 / 17.725)
     assert both.loc["comm_fraction", "cpu"] > 2 * both.loc["comm_fraction", "gpu"]
     assert both.loc["large_allreduce_calls", "cpu"] == 733
     assert both.loc["large_allreduce_calls", "gpu"] == 0
-    routines = analysis.compare_profiles(cpu, gpu, ("cpu", "gpu"))
+    routines = mpi_compare.compare_profiles(cpu, gpu, ("cpu", "gpu"))
     assert routines.index[0] == "MPI_Allreduce"
     assert routines.loc["MPI_Allreduce", "avg_bytes_gpu"] == 8.0
     assert routines.loc["MPI_Barrier", "calls_cpu"] == 0  # only the GPU run has a barrier

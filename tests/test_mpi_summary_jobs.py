@@ -1,4 +1,4 @@
-"""`workshop mpi summary DIR` over several jobs: one row per job (analysis.jobs_table)."""
+"""`workshop mpi summary DIR` over several jobs: one row per job (mpi_compare.jobs_table)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from workshop.analysis import mpi as analysis
+from workshop.analysis import mpi_compare
 from workshop.cli import main
 from workshop.paths import data_path
 from workshop.readers.mpitrace import read_mpitrace, read_mpitrace_jobs
@@ -54,11 +55,11 @@ def test_a_folder_of_job_folders_gives_one_row_per_job(capsys):
 
 def test_the_8_byte_share_counts_calls_of_at_most_8_bytes():
     jobs = read_mpitrace_jobs(data_path("mpi", "seed001-thetagpu-cpu"))
-    table = analysis.jobs_table(jobs)
+    table = mpi_compare.jobs_table(jobs)
     sig8 = analysis.negotiation_signature(jobs["thetagpu-cpu"], small_bytes=8)
     assert table["small_allreduce_share"].iloc[0] == sig8["small_call_share"]
     # a threshold below every message size counts none
-    assert analysis.jobs_table(jobs, small_bytes=0.5)["small_allreduce_share"].iloc[0] == 0
+    assert mpi_compare.jobs_table(jobs, small_bytes=0.5)["small_allreduce_share"].iloc[0] == 0
 
 
 def test_several_jobs_in_one_folder_no_longer_refuse(tmp_path, capsys):

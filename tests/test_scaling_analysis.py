@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import scaling, tuning
+from workshop.findings.scaling import plateau_findings, scaling_findings
 from workshop.paths import data_path
 from workshop.readers import logs
 
@@ -144,14 +145,14 @@ def test_batch_size_plateau():
     assert p["speedup_at_plateau"] == pytest.approx(8.0 / 1.35)
     # 256 and 512 were measured beyond 128 and stayed within 10% of 1.25 s: a plateau
     assert p["levels_off"] and p["largest_batch_size"] == 512
-    assert scaling.plateau_findings(p) == [
+    assert plateau_findings(p) == [
         "Epoch time levels off from batch 128 (within 10% of the fastest, 1.250 s, up to "
         "batch 512): 5.93x faster than batch 16."
     ]  # 8.0 / 1.35 = 5.926
     # within 1% only the fastest, 512, qualifies: nothing larger was measured, no plateau
     tight = scaling.batch_size_plateau(df, tolerance=0.01)
     assert tight["plateau_batch_size"] == 512 and not tight["levels_off"]
-    assert scaling.plateau_findings(tight) == [
+    assert plateau_findings(tight) == [
         "Time per epoch is still falling at the largest batch measured (512: 1.250 s, 6.40x "
         "faster than batch 16): no plateau within batch 16-512."
     ]  # 8.0 / 1.25 = 6.4
@@ -171,7 +172,7 @@ def test_batch_size_plateau_that_rises_again():
     p = scaling.batch_size_plateau(df)
     assert p["plateau_batch_size"] == 64 and p["plateau_end_batch_size"] == 256
     assert p["levels_off"]
-    assert scaling.plateau_findings(p) == [
+    assert plateau_findings(p) == [
         "Epoch time levels off from batch 64 (within 10% of the fastest, 0.331 s, up to batch "
         "256): 1.22x faster than batch 16. Beyond it the time rises again: batch 512 takes "
         "1.50x the fastest."
@@ -179,7 +180,7 @@ def test_batch_size_plateau_that_rises_again():
     # a lowest point with nothing beside it within 1 %: neither a plateau nor still falling
     tight = scaling.batch_size_plateau(df, tolerance=0.01)
     assert tight["plateau_batch_size"] == 256 and not tight["levels_off"]
-    assert scaling.plateau_findings(tight) == [
+    assert plateau_findings(tight) == [
         "Epoch time is lowest at batch 256 (0.331 s, 1.33x faster than batch 16), with no "
         "larger batch within 1% of the fastest: no plateau measured. Beyond it the time rises "
         "again: batch 512 takes 1.50x the fastest."
@@ -236,7 +237,7 @@ def test_scaling_groups_split_runs_with_different_work_per_step(column, values):
 
 
 def test_findings_state_numbers(seed004):
-    lines = scaling.scaling_findings(seed004.reset_index())
+    lines = scaling_findings(seed004.reset_index())
     text = "\n".join(lines)
     assert "11.64x" in text and "30.10x" in text and "1.85x" in text
     assert "Amdahl" in text

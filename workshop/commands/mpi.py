@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from workshop.analysis import mpi as analysis
+from workshop.analysis import mpi_compare
 from workshop.findings import mpi as findings
 from workshop.readers.mpitrace import (
     FILE_NAME,
@@ -170,7 +171,7 @@ def _small_bytes(args: argparse.Namespace, default: float = analysis.SMALL_BYTES
 
 def _jobs_summary(args: argparse.Namespace, jobs: dict[str, MpiProfile]) -> int:
     small = _small_bytes(args, analysis.NEGOTIATION_WORD_BYTES)
-    table = analysis.jobs_table(jobs, small_bytes=small)
+    table = mpi_compare.jobs_table(jobs, small_bytes=small)
     if args.json:
         rows = [{k: json_safe(v) for k, v in row.items()} for row in table.to_dict("records")]
         print(json.dumps({"jobs": rows}, indent=2, allow_nan=False))
@@ -221,8 +222,8 @@ def _compare(args: argparse.Namespace) -> int:
         _, a = _load(args.path_a, args.job_a)
         _, b = _load(args.path_b, args.job_b)
         labels = (args.labels[0], args.labels[1])
-        table = analysis.compare_profiles(a, b, labels)
-        headline = analysis.compare_summary(a, b, labels)
+        table = mpi_compare.compare_profiles(a, b, labels)
+        headline = mpi_compare.compare_summary(a, b, labels)
     except (MpiTraceError, FileNotFoundError, ValueError) as exc:
         return _fail("compare", exc)
     if args.json:

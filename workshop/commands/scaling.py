@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.analysis import lr as lr_analysis
 from workshop.analysis import scaling, tuning
+from workshop.findings.lr import lr_findings
+from workshop.findings.scaling import plateau_findings, scaling_findings
 from workshop.results import json_safe
 
 
@@ -146,7 +147,7 @@ def build_report(paths: list[Path]) -> dict:
         tuned = runs[runs["np"] > 1].dropna(subset=["samples_per_s"])
         if len(tuned[["fusion_threshold_mb", "cycle_time_ms"]].drop_duplicates()) > 1:
             report["tuning"] = tuning.tuning_table(tuned)
-    report["lr"] = lr_analysis.lr_findings(runs)
+    report["lr"] = lr_findings(runs)
     comm = _comm_model(runs)
     if comm:
         report["comm"] = comm
@@ -217,13 +218,13 @@ def print_text(report: dict) -> None:
             print(block["sync"].to_string(**fmt))
         print()
         labels = {"wall_label": block["wall_label"]} if "wall_label" in block else {}
-        for line in scaling.scaling_findings(block["table"], block["overhead"], **labels):
+        for line in scaling_findings(block["table"], block["overhead"], **labels):
             print(f"- {line}")
     if "plateau" in report:
         p = report["plateau"]
         print("\n== time per epoch vs batch size (one worker, fixed LR)")
         print(p["table"].to_string(**fmt))
-        for line in scaling.plateau_findings(p):
+        for line in plateau_findings(p):
             print(f"- {line}")
     if "tuning" in report:
         print("\n== Horovod tuning knobs (np > 1)")

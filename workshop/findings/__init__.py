@@ -1,9 +1,19 @@
 """Findings in words: the sentences that reports (``workshop timeline report``, ``workshop mpi
-report``, ``workshop diagnose``) and lessons print, built from the DataFrames of
-:mod:`workshop.analysis` (which holds no prose of this kind)."""
+report``, ``workshop scaling report``, ``workshop diagnose``) and lessons print, built from the
+DataFrames of :mod:`workshop.analysis` (which holds no prose of this kind)."""
 
 from workshop.findings.diagnose import diagnose_run, diagnose_text
+from workshop.findings.lr import lr_findings
 from workshop.findings.mpi import mpi_findings
+from workshop.findings.scaling import plateau_findings, scaling_findings
 from workshop.findings.timeline import timeline_findings
 
-__all__ = ["diagnose_run", "diagnose_text", "mpi_findings", "timeline_findings"]
+__all__ = [
+    "diagnose_run",
+    "diagnose_text",
+    "lr_findings",
+    "mpi_findings",
+    "plateau_findings",
+    "scaling_findings",
+    "timeline_findings",
+]
