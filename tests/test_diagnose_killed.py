@@ -1,6 +1,7 @@
-"""The rank that died first: a rank killed by a signal is named before the ranks that failed
-only because their peer vanished (``workshop run``'s message, run.json's ``first_death``,
-``workshop diagnose``), each against its near miss: a rank that raised an exception."""
+"""The rank that started a failure: a rank killed by a signal is named before the ranks that
+failed only because their peer vanished (``workshop run``'s message, run.json's ``failure``,
+``workshop diagnose``: one attribution, :func:`workshop.analysis.failure.attribute`), each
+against its near miss: a rank that raised an exception."""
 
 from __future__ import annotations
 
@@ -14,15 +15,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from workshop.analysis.failure import attribute
 from workshop.findings.diagnose import diagnose, diagnose_lines, diagnose_run
-from workshop.launch.exits import (
-    death_lines,
-    first_death,
-    launcher_problem,
-    rank_exits,
-    signal_of_exit,
-)
+from workshop.findings.failure import failure_lines, launcher_problem
+from workshop.readers.exits import oom_in_log, rank_ends, rank_exits, signal_of_exit
 from workshop.readers.runs import read_run
+
+
+def first_failure(launcher_log: str, rank_logs: dict[int, str], **said) -> tuple[dict, list]:
+    """The attribution of a run's logs, and its lines (``said``: oom_kills, oom_in_log)."""
+    found = attribute(rank_ends(launcher_log, rank_logs))
+    return found, failure_lines(found, **said) if found else []
+
+
+def _consequences(found: dict) -> dict[int, str | None]:
+    return {e["rank"]: e["peer_words"] for e in found["consequences"]}
+
 
 # horovodrun (Gloo) after rank 1 was SIGKILLed: rank 0's Gloo allreduce lost its peer. The
 # launcher prints one "Process N exit" line per failed rank as each ends, then its error names
@@ -51,6 +59,15 @@ RuntimeError: Horovod detected that one or more processes exited with non-zero s
 Process name: 1
 Exit code: 1
 """  # noqa: E501
+RANK1_RAISED = (
+    'Traceback (most recent call last):\n  File "/w/train.py", line 7, in <module>\n'
+    "    next(batches)\nRuntimeError: fault injected on rank 1\n"
+)
+RANK0_SHUT_DOWN = (
+    'Traceback (most recent call last):\n  File "/w/train.py", line 9, in <module>\n'
+    "    optimizer.step()\nhorovod.common.exceptions.HorovodInternalError: Horovod has been "
+    "shut down. This was caused by an exception on one of the ranks\n"
+)
 
 
 def test_signal_of_exit_reads_a_shells_and_pythons_codes():
@@ -63,10 +80,14 @@ def test_signal_of_exit_reads_a_shells_and_pythons_codes():
 
 
 def test_a_sigkilled_rank_is_named_before_the_rank_that_lost_its_peer():
-    death = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE, 1: "Epoch 1 ...\n"}, oom_kills=0)
-    assert death["rank"] == 1 and death["signal"] == "SIGKILL" and death["exit_code"] == 137
-    assert death["peers"] == {"0": "Connection reset by peer"}  # its log says why it failed
-    lines = death_lines(death)
+    found, lines = first_failure(
+        GLOO_KILLED, {0: RANK0_PEER_GONE, 1: "Epoch 1 ...\n"}, oom_kills=0
+    )
+    cause = found["cause"]
+    assert cause["rank"] == 1 and cause["how"] == "killed"
+    assert cause["signal"] == "SIGKILL" and cause["exit_code"] == 137
+    # its log says why it failed
+    assert _consequences(found) == {0: "Connection reset by peer"} and found["also"] == []
     assert lines[0] == (
         "rank 1 died first: killed by SIGKILL from outside (exit code 137, horovodrun: "
         '"Process 1 exit with status code 137.")'
@@ -83,11 +104,14 @@ def test_the_killed_rank_comes_first_even_when_the_launcher_names_its_peer_first
         "Process 0 exit with status code 1.\nProcess 1 exit with status code -9.\n"
         "RuntimeError: ... The first process to do so was:\nProcess name: 0\nExit code: 1\n"
     )
-    death = first_death(log, {0: RANK0_PEER_GONE})
-    assert (death["rank"], death["signal"], death["exit_code"]) == (1, "SIGKILL", -9)
-    assert death["peers"] == {"0": "Connection reset by peer"}
+    found, _ = first_failure(log, {0: RANK0_PEER_GONE})
+    cause = found["cause"]
+    assert (cause["rank"], cause["signal"], cause["exit_code"]) == (1, "SIGKILL", -9)
+    assert _consequences(found) == {0: "Connection reset by peer"}
     # near miss: rank 0 ended first with an error of its own: it is the cause, not rank 1
-    assert first_death(log, {0: "ValueError: bad batch\n"}) is None
+    found, _ = first_failure(log, {0: "ValueError: bad batch\n"})
+    assert (found["cause"]["rank"], found["cause"]["how"]) == (0, "exited")
+    assert [e["rank"] for e in found["also"]] == [1]  # killed too, after it
 
 
 def test_a_rank_that_raised_is_no_death_by_signal():
@@ -97,10 +121,41 @@ def test_a_rank_that_raised_is_no_death_by_signal():
         (1, 1, None), (0, 143, "SIGTERM"), (1, 1, None),
     ]  # fmt: skip
     # rank 0's SIGTERM is horovodrun's teardown after rank 1 raised: no death by signal
-    raised = {0: RANK0_PEER_GONE, 1: "RuntimeError: fault injected on rank 1\n"}
-    assert first_death(GLOO_RAISED, raised) is None
+    raised = {0: RANK0_PEER_GONE, 1: RANK1_RAISED}
+    found, lines = first_failure(GLOO_RAISED, raised)
+    assert (found["cause"]["rank"], found["cause"]["how"]) == (1, "raised")
+    assert _consequences(found) == {0: "Connection reset by peer"}
+    assert (
+        lines[0] == "rank 1 crashed at line 7 of train.py (next(batches)): RuntimeError: "
+        "fault injected on rank 1"
+    )
+    assert not any("SIGTERM" in line or "died first" in line for line in lines)
     # without the teardown line, rank 1 ending first with an error of its own still decides
-    assert first_death(GLOO_RAISED.replace("Terminating remaining", "x"), raised) is None
+    found, _ = first_failure(GLOO_RAISED.replace("Terminating remaining", "x"), raised)
+    assert (found["cause"]["rank"], found["cause"]["how"]) == (1, "raised")
+
+
+def test_a_rank_that_raised_is_named_before_the_rank_horovod_shut_down():
+    # issue 49's case: rank 1 raised in its input pipeline, rank 0 then failed with Horovod's
+    # "has been shut down"; the launcher happened to report rank 0 first
+    log = (
+        "Process 0 exit with status code 1.\nProcess 1 exit with status code 1.\n"
+        "RuntimeError: ... The first process to do so was:\nProcess name: 0\nExit code: 1\n"
+    )
+    found, lines = first_failure(log, {0: RANK0_SHUT_DOWN, 1: RANK1_RAISED})
+    assert (found["cause"]["rank"], found["cause"]["how"]) == (1, "raised")
+    assert lines[0].startswith("rank 1 crashed at line 7 of train.py (next(batches))")
+    assert lines[1] == (
+        "rank 0 then failed (horovod.common.exceptions.HorovodInternalError: Horovod has been "
+        "shut down. This was caused by an exception on one of the ranks): a consequence of "
+        "rank 1's end, not a cause"
+    )
+    # near miss: a rank killed from outside, not one that raised: the signal is the cause
+    killed = log.replace(
+        "Process 1 exit with status code 1.", "Process 1 exit with status code 137."
+    )
+    found, _ = first_failure(killed, {0: RANK0_SHUT_DOWN, 1: "Epoch 1\n"})
+    assert (found["cause"]["rank"], found["cause"]["how"]) == (1, "killed")
 
 
 def test_mpirun_and_srun_reports_of_a_killed_rank():
@@ -109,25 +164,26 @@ def test_mpirun_and_srun_reports_of_a_killed_rank():
         "mpirun noticed that process rank 1 with PID 4242 on node nodeb exited on signal 9 "
         "(Killed).\n"
     )
-    death = first_death(mpirun, {})
-    assert (death["rank"], death["signal"], death["launcher"]) == (1, "SIGKILL", "mpirun")
+    cause = first_failure(mpirun, {})[0]["cause"]
+    assert (cause["rank"], cause["signal"], cause["launcher"]) == (1, "SIGKILL", "mpirun")
     srun = (
         "slurmstepd: error: Detected 1 oom_kill event in StepId=12.0. Some of the step tasks "
         "have been OOM Killed.\nsrun: error: nodeb: task 1: Killed\n"
     )
-    death = first_death(srun, {})
-    assert (death["rank"], death["signal"], death["launcher"]) == (1, "SIGKILL", "srun")
-    assert 'the launcher\'s log reports it: "oom_kill"' in death_lines(death)
-    # a task that exited with a status of its own is not killed
-    assert first_death("srun: error: nodeb: task 1: Exited with exit code 1\n", {}) is None
+    found, lines = first_failure(srun, {}, oom_in_log=oom_in_log(srun))
+    cause = found["cause"]
+    assert (cause["rank"], cause["signal"], cause["launcher"]) == (1, "SIGKILL", "srun")
+    assert 'the launcher\'s log reports it: "oom_kill"' in lines
+    # a task that exited with a status of its own is not killed (srun names no rank's exit)
+    assert first_failure("srun: error: nodeb: task 1: Exited with exit code 1\n", {})[0] is None
 
 
 def test_an_oom_kill_counted_in_the_cgroup_is_said():
-    death = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=1)
-    assert any("rank 1 ran out of memory" in line for line in death_lines(death))
+    _, lines = first_failure(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=1)
+    assert any("rank 1 ran out of memory" in line for line in lines)
     # none counted: nothing claimed
-    quiet = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=0)
-    assert not any("rank 1 ran out of memory" in line for line in death_lines(quiet))
+    _, quiet = first_failure(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=0)
+    assert not any("rank 1 ran out of memory" in line for line in quiet)
 
 
 # A run that died before any number: no metrics, no step times, no timeline, no reference.
@@ -145,8 +201,8 @@ def _record(**fields) -> dict:
 
 
 def test_diagnose_names_the_killed_rank_and_what_sigkill_means():
-    death = first_death(GLOO_KILLED, {0: RANK0_PEER_GONE}, oom_kills=None)
-    result = diagnose(_record(first_death=death), *NO_NUMBERS)
+    found, _ = first_failure(GLOO_KILLED, {0: RANK0_PEER_GONE})
+    result = diagnose(_record(failure=found), *NO_NUMBERS)
     top = result["findings"][0]
     assert top["problem"] == "crashed" and top["rank"] == 1
     assert top["evidence"].startswith(
@@ -160,7 +216,7 @@ def test_diagnose_names_the_killed_rank_and_what_sigkill_means():
 
 
 def test_diagnose_of_a_rank_that_raised_still_sends_to_its_log():
-    result = diagnose(_record(failed_ranks=[1], first_death=None), *NO_NUMBERS)
+    result = diagnose(_record(failed_ranks=[1], failure=None), *NO_NUMBERS)
     top = result["findings"][0]
     assert top["evidence"] == "run.json: status failed: the run failed; failed rank(s) 1"
     assert "logs/rank.N.log" in top["fix"] and "SIGKILL" not in top["fix"]
@@ -230,7 +286,7 @@ def test_live_a_sigkilled_rank_is_named_first(controller, tmp_path, cpu_lock, ho
     print(output)
     assert launcher.returncode == 1, output
     run = read_run(run_dir)
-    death = run["first_death"]
+    death = run["failure"]["cause"]
     assert death["rank"] == 1 and death["signal"] == "SIGKILL", death
     # horovodrun (Gloo) gives the exit status; mpirun only the signal
     if controller == "gloo":
@@ -239,7 +295,8 @@ def test_live_a_sigkilled_rank_is_named_first(controller, tmp_path, cpu_lock, ho
         assert death["exit_code"] is None and death["launcher"] == "mpirun"
     assert "rank 1 died first: killed by SIGKILL from outside" in output
     if controller == "gloo":  # mpirun ends rank 0 before it notices: nothing in its log
-        assert "0" in death["peers"], (run_dir / "logs" / "rank.0.log").read_text()[-2000:]
+        peers = {e["rank"]: e["peer_words"] for e in run["failure"]["consequences"]}
+        assert peers.get(0), (run_dir / "logs" / "rank.0.log").read_text()[-2000:]
         assert "rank 0 failed only because its peer vanished" in output
     assert "rank 0 crashed" not in output  # its own "crash" is only the consequence
     diagnosed = _workshop("diagnose", str(run_dir), "--json")
@@ -258,10 +315,11 @@ def test_live_a_rank_that_raised_is_not_called_killed(
     print(result.stderr)
     assert result.returncode == 1
     run = read_run(Path(tmp_path / "raised"))
-    assert run["first_death"] is None and run["failed_ranks"] == [1]
+    cause = run["failure"]["cause"]
+    assert (cause["rank"], cause["how"]) == (1, "raised") and run["failed_ranks"] == [1]
     assert "rank 1 crashed" in result.stderr and "died first" not in result.stderr
     text = _workshop("diagnose", str(tmp_path / "raised")).stdout
-    assert "failed rank(s) 1" in text and "SIGKILL" not in text
+    assert "rank 1 crashed at line " in text and "SIGKILL" not in text
 
 
 # Open MPI 4.1's message when srun started its ranks without PMI (help-ess-pmi.txt).
@@ -302,8 +360,8 @@ def test_workshop_run_and_diagnose_name_a_launcher_without_pmi(tmp_path, fake_pr
     assert top["findings"][0]["fix"].startswith("srun --mpi=pmix")
 
 
-def test_diagnose_reads_the_logs_of_a_run_recorded_before_first_death(tmp_path):
-    # run.json without first_death (workshop run before it named the first death): the
+def test_diagnose_reads_the_logs_of_a_run_recorded_before_its_failure(tmp_path):
+    # run.json without failure (workshop run before it named the rank that started it): the
     # launcher's and the ranks' logs still tell
     run_dir = tmp_path / "old"
     (run_dir / "logs").mkdir(parents=True)
@@ -314,6 +372,12 @@ def test_diagnose_reads_the_logs_of_a_run_recorded_before_first_death(tmp_path):
     assert top["rank"] == 1 and "rank 1 died first: killed by SIGKILL" in top["evidence"]
     # near miss: the same run whose rank 1 raised
     (run_dir / "logs" / "launcher.log").write_text(GLOO_RAISED)
-    (run_dir / "logs" / "rank.1.log").write_text("RuntimeError: fault injected on rank 1\n")
+    (run_dir / "logs" / "rank.1.log").write_text(RANK1_RAISED)
     top = diagnose_run(run_dir)["findings"][0]
-    assert top["evidence"] == "run.json: status failed: the run failed; failed rank(s) 0"
+    # rank 1 raised: it is the cause, named with its line and error, whatever failed_ranks says
+    assert top["rank"] == 1
+    assert top["evidence"].startswith(
+        "run.json: status failed: rank 1 crashed at line 7 of train.py (next(batches)): "
+        "RuntimeError: fault injected on rank 1; rank 0 failed only because its peer vanished"
+    )
+    assert "SIGKILL" not in top["evidence"] and "logs/rank.1.log" in top["fix"]

@@ -12,11 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from workshop.analysis.failure import attribute
 from workshop.launch.programs import find_program
 from workshop.launch.run import _failure_message
+from workshop.readers.exits import rank_ends_in
 
 SCRIPT = Path(__file__).parent / "check_scripts" / "torch_horovod_errors.py"
-BOTH_FAILED = {0: "failed", 1: "failed"}
+
+
+def _message(run_dir: Path, exit_code: int, statuses: dict[int, str] | None = None) -> str:
+    """``workshop run``'s failure message of a run folder's logs (2 ranks)."""
+    for rank, status in (statuses or {}).items():
+        (run_dir / "logs" / f"rank.{rank}.status").write_text(status + "\n")
+    return _failure_message(run_dir, exit_code, attribute(rank_ends_in(run_dir, 2)))
 
 
 def _horovod_error_run(run_dir: Path, error: str) -> int:
@@ -42,7 +50,7 @@ def test_live_a_horovod_error_is_summarized_at_the_learners_line_with_cause_and_
     assert exit_code != 0
     log = (tmp_path / "logs" / "rank.1.log").read_text()
     assert "site-packages/horovod" in log  # the traceback ends in Horovod's own frames
-    message = _failure_message(tmp_path, exit_code, BOTH_FAILED)
+    message = _message(tmp_path, exit_code, {0: "failed", 1: "failed"})
     print(message)
     line = (
         "crashed at line 37 of torch_horovod_errors.py "
@@ -74,9 +82,9 @@ def test_near_miss_a_log_without_a_traceback_keeps_its_last_line(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "rank.1.log").write_text("Epoch 1: loss 2.1\nKilled\n")
-    message = _failure_message(tmp_path, 1, {0: "ok", 1: "failed"})
+    message = _message(tmp_path, 1, {0: "ok", 1: "failed"})
     assert f"  rank 1 crashed: Killed  (log: {logs / 'rank.1.log'})" in message.splitlines()
     # a traceback's text without its exception line is no traceback either
     (logs / "rank.1.log").write_text('Traceback (most recent call last):\n  File "x.py"\n')
-    message = _failure_message(tmp_path, 1, {0: "ok", 1: "failed"})
+    message = _message(tmp_path, 1, {0: "ok", 1: "failed"})
     assert 'File "x.py"  (log: ' in message and "crashed at" not in message

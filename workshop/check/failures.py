@@ -26,10 +26,12 @@ import os
 import re
 from collections.abc import Callable
 
+from workshop.analysis.failure import attribute
 from workshop.check.evidence import ranks_text
 from workshop.check.steps import unequal_steps
+from workshop.readers.exits import ends_from_observations
 from workshop.readers.horovod_errors import explain_horovod_error
-from workshop.readers.tracebacks import last_frame, script_frame, where
+from workshop.readers.tracebacks import fold, last_frame, script_frame, where
 
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s'\"<>),]+")
 # Words of a failed connection, from urllib, socket, requests and the libraries' own messages.
@@ -202,3 +204,88 @@ def explain_shutdown(
     if unequal:
         text += f"; {unequal}. Fix: give every rank the same number of batches per epoch"
     return text
+
+
+#: How many lines of a crashed rank's folded traceback the report shows.
+TRACEBACK_LINES = 15
+
+
+def _then(found: dict) -> str:
+    """The consequences in a few words: ``; then rank 0 failed (at LINE: TYPE: MESSAGE)``."""
+    parts = []
+    for end in found["consequences"]:
+        error = end.get("error") or {}
+        at = f" at {end['where']}" if end.get("where") else ""
+        said = f"{error['type']}: {(error.get('message') or '').splitlines()[0]}" if error else ""
+        parts.append(f"rank {end['rank']} failed{at}" + (f" ({said})" if said else ""))
+    if not parts:
+        return ""
+    return f"; then {', '.join(parts)}: the consequence, not the cause"
+
+
+def crash_report(
+    observations: dict[int, dict], np: int, output: str = "", exit_code: int | None = None,
+    style: str = "torch",
+) -> tuple[str, str] | None:  # fmt: skip
+    """The failed run as ``workshop check`` reports it, cause first
+    (:func:`workshop.analysis.failure.attribute`): the rank whose own error, signal or early
+    end started the failure, the learner's line, what happened (the cause and fix), then the
+    ranks that failed as a consequence; the traceback (library and checker frames folded) of
+    the rank that raised. None when every rank ended well.
+
+    Returns:
+        (the learner's view, the full traceback or "").
+    """
+    found = attribute(ends_from_observations(observations, np, output))
+    if found is None:
+        return None
+    cause = found["cause"]
+    rank, how = cause["rank"], cause["how"]
+    at = f"\n  at {cause['where']}" if cause.get("where") else ""
+    then = _then(found)
+    error = cause.get("error")
+    explained = None
+    if error and how in ("raised", "collective", "failed"):
+        others = [e["rank"] for e in (*found["also"], *found["consequences"])]
+        also = f" (then {', '.join(f'rank {r}' for r in sorted(others))} failed too)"
+        head = f"the script crashed on rank {rank}: {error['type']}: {error['message']}"
+        head += (also if others else "") + at
+        explained = explain_crash(error, output, rank, style)
+        shutdown = explain_shutdown(observations, rank, np)
+        if shutdown:
+            explained = f"What happened: {shutdown}." + (f"\n{explained}" if explained else "")
+    elif how == "killed":
+        head = (
+            f"rank {rank} was killed by {cause['signal']} from outside ({cause['launcher']}: "
+            f'"{cause["line"]}"){then}'
+        )
+    elif how == "exited":
+        where_ = f" at {cause['where']}" if cause.get("where") else ""
+        head = f"the script exited with status {cause['exit_code']} on rank {rank} (sys.exit)"
+        head += where_ + then
+    elif how == "left first":
+        where_ = f" at {cause['where']}" if cause.get("where") else ""
+        head = (
+            f"rank {rank} left first: its script ended{where_} after {cause['steps']} steps "
+            f"while the other ranks still waited for it{then}"
+        )
+    else:  # vanished
+        tail = output.rstrip().splitlines()[-TRACEBACK_LINES:]
+        head = (
+            f"rank {rank} ended without reporting (killed, out of memory, or crashed inside "
+            f"native code); horovodrun exit code {exit_code}; its output ends with:\n"
+            + "\n".join("    " + t for t in tail)
+        )
+    if how in ("exited", "left first", "killed") and found["consequences"]:
+        first = found["consequences"][0]["rank"]
+        shutdown = explain_shutdown(observations, first, np)
+        explained = f"What happened: {shutdown}." if shutdown else None
+    # the traceback of the rank that raised, else of the first rank that failed after it
+    consequence_errors = [e["error"] for e in found["consequences"] if e.get("error")]
+    error = error or next(iter(consequence_errors), None)
+    if not error or not error.get("traceback"):
+        return head + (f"\n{explained}" if explained else ""), ""
+    folded = fold(error["traceback"], error.get("script")).rstrip().splitlines()
+    tail = "\n".join("    " + t for t in folded[-TRACEBACK_LINES:])
+    text = head + (f"\n{explained}" if explained else "") + "\n" + tail
+    return text, error["traceback"]

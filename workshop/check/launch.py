@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workshop.check.failures import explain_crash, explain_shutdown
+from workshop.check.failures import crash_report
 from workshop.check.practices.broadcast import broadcast_before_crash
 from workshop.check.practices.init import check_init
 from workshop.check.stalls import STALL_S, Stall, StallWatch, stall_message
@@ -34,10 +34,8 @@ from workshop.launch.stopping import (
     stop_on_signals,
     stop_tree,
 )
-from workshop.readers.tracebacks import fold, script_frame, where
 
 FRAMEWORKS = ("torch", "tensorflow")
-TRACEBACK_LINES = 15
 OUTPUT_CHARS = 4000
 BASE_GRACE_S = 15.0
 
@@ -247,59 +245,6 @@ def _start(
     return _Launch(name, np, out, log, process, time.monotonic())
 
 
-def _crash_message(
-    observations: dict[int, dict], np: int, launch: _Launch, style: str = "torch"
-) -> tuple[str, str] | None:
-    """The first rank that failed: (the learner's view: its error, the script's line, the cause
-    and the fix, the traceback with library and checker frames folded; the full traceback).
-    None when all ended well."""
-    errors = [
-        (obs["error"]["time"], rank, obs)
-        for rank, obs in observations.items()
-        if obs.get("status") == "error" and obs.get("error")
-    ]
-    if errors:
-        # "Horovod has been shut down" is the consequence of another rank's end: a rank with an
-        # error of its own comes first.
-        own = [e for e in errors if "has been shut down" not in e[2]["error"]["message"]]
-        _, rank, obs = min(own or errors)
-        error = obs["error"]
-        others = sorted(r for _, r, _ in errors if r != rank)
-        also = f" (then {', '.join(f'rank {r}' for r in others)} failed too)" if others else ""
-        explained = explain_crash(error, launch.output(), rank, style)
-        shutdown = explain_shutdown(observations, rank, np)
-        if shutdown:
-            explained = f"What happened: {shutdown}." + (f"\n{explained}" if explained else "")
-        frame = script_frame(error)
-        at = f"\n  at {where(frame)}" if frame else ""
-        folded = fold(error["traceback"], error.get("script")).rstrip().splitlines()
-        tail = folded[-TRACEBACK_LINES:]
-        text = (
-            f"the script crashed on rank {rank}: {error['type']}: {error['message']}{also}{at}"
-            + (f"\n{explained}" if explained else "")
-            + "\n"
-            + "\n".join("    " + t for t in tail)
-        )
-        return text, error["traceback"]
-    exits = [
-        (rank, obs["exit_code"])
-        for rank, obs in observations.items()
-        if obs.get("status") == "exit"
-    ]
-    if exits:
-        rank, code = exits[0]
-        return f"the script exited with status {code} on rank {rank} (sys.exit)", ""
-    missing = [rank for rank in range(np) if rank not in observations]
-    if missing:
-        tail = launch.output().rstrip().splitlines()[-TRACEBACK_LINES:]
-        return (
-            f"rank {missing[0]} ended without reporting (killed, out of memory, or crashed "
-            f"inside native code); horovodrun exit code {launch.exit_code}; its output "
-            "ends with:\n" + "\n".join("    " + t for t in tail)
-        ), ""
-    return None
-
-
 def _not_judged(reason: str) -> dict[str, Check]:
     fix = "make the script run to its first optimizer step (see the error above)"
     return {name: Check(None, f"not judged: {reason}", fix=fix) for name in CHECK_NAMES}
@@ -499,7 +444,7 @@ def _report(
     if ended.timed_out:
         return stopped(_timeout_message(timeout_s, observations))
     style = style_of(list(observations.values()), framework)
-    crash = _crash_message(observations, np, main, style)
+    crash = crash_report(observations, np, main.output(), main.exit_code, style)
     if crash:
         error, traceback_text = crash
         return stopped(error, traceback=traceback_text)

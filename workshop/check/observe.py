@@ -37,7 +37,9 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
 - ``samplers``: one ``{"shuffle", "num_replicas", "rank", "epoch"}`` per pass over a
   ``DistributedSampler`` (its ``__iter__``);
 - ``status`` (``ok``, ``error``, ``exit``), ``exit_code``, ``error`` (``{"type", "message",
-  "traceback", "time"}``) and ``seconds`` (from the process start to the end of the script);
+  "traceback", "time"}``), ``left`` (``{"time"}`` when the script ended, and ``"frame"``,
+  ``[file, line, code]`` of the script's ``sys.exit``) and ``seconds`` (from the process
+  start to the end of the script);
 - ``hook_errors``: observations that failed (the script itself was not disturbed).
 """
 
@@ -317,7 +319,9 @@ class Recorder:
             )
 
     # -- the result file --------------------------------------------------------------------
-    def to_dict(self, status: str, exit_code: int, error: dict | None = None) -> dict:
+    def to_dict(
+        self, status: str, exit_code: int, error: dict | None = None, left: dict | None = None
+    ) -> dict:
         return {
             "schema": 1,
             "env_rank": self.env_rank,
@@ -342,6 +346,7 @@ class Recorder:
             "status": status,
             "exit_code": exit_code,
             "error": error,
+            "left": left or {},
             "hook_errors": self.hook_errors,
             "seconds": round(time.time() - self.started, 3),
         }
@@ -360,7 +365,9 @@ class Recorder:
             for c in sorted(self.in_flight.values(), key=lambda c: c["at"])
         ]
 
-    def write(self, status: str, exit_code: int, error: dict | None = None) -> Path:
+    def write(
+        self, status: str, exit_code: int, error: dict | None = None, left: dict | None = None
+    ) -> Path:
         """Write ``rank.<N>.json`` atomically (the parent treats its appearance as 'done')."""
         with self.lock:
             if self.final_params_reader is not None and self.final_params is None:
@@ -368,7 +375,7 @@ class Recorder:
                     self.final_params = self.final_params_reader()
                 except Exception as error:  # a freed model must not hide the result
                     self.hook_errors.append(f"final parameters: {error}")
-            payload = self.to_dict(status, exit_code, error)
+            payload = self.to_dict(status, exit_code, error, left)
             path = self.out_dir / f"rank.{self.env_rank}.json"
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(payload) + "\n")

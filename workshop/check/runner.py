@@ -161,6 +161,18 @@ def _script_traceback(error: BaseException, script: Path) -> str:
     return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
 
 
+def _exit_frame(stop: SystemExit, script: Path) -> list | None:
+    """[file, line, code] of the script's line that raised SystemExit (``sys.exit``,
+    ``exit()``), or None when no frame of the script is in its traceback."""
+    frames = [
+        f for f in traceback.extract_tb(stop.__traceback__) if Path(f.filename).resolve() == script
+    ]
+    if not frames:
+        return None
+    last = frames[-1]
+    return [last.filename, last.lineno, (last.line or "").strip()]
+
+
 def _env_int(*names: str) -> int | None:
     for name in names:
         if os.environ.get(name, "").isdigit():
@@ -224,13 +236,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(script.parent))
     else:
         sys.path[0] = str(script.parent)
-    status, exit_code, error = "ok", 0, None
+    status, exit_code, error, left = "ok", 0, None, {}
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as stop:
         code = stop.code
         exit_code = code if isinstance(code, int) else (0 if code is None else 1)
         status = "ok" if exit_code == 0 else "exit"
+        left = {"frame": _exit_frame(stop, script)}
         if code is not None and not isinstance(code, int):
             print(code, file=sys.stderr)
     except BaseException as crash:  # the script's own failure, reported to the parent
@@ -243,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
             "script": str(script),
         }
         sys.stderr.write(error["traceback"])
-    recorder.write(status, exit_code, error)
+    # When and where the script ended: a rank that leaves before the others is the cause of
+    # their "Horovod has been shut down" (workshop.analysis.failure).
+    left["time"] = time.time()
+    recorder.write(status, exit_code, error, left)
     return exit_code
 
 

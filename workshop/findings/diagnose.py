@@ -35,7 +35,9 @@ from workshop.analysis.diagnose import (
     reference_from_evidence,
     setting_notes,
 )
-from workshop.launch.exits import SIGNAL_MEANING, death_lines, first_death_in
+from workshop.analysis.failure import attribute
+from workshop.findings.failure import failure_fix, failure_lines
+from workshop.readers.exits import rank_ends_in
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -125,7 +127,8 @@ def _crash_finding(record: dict) -> dict | None:
     failed = record.get("failed_ranks") or []
     which = f"; failed rank(s) {', '.join(map(str, failed))}" if failed else ""
     signal = f" by {record['signal']}" if record.get("signal") else ""
-    death = record.get("first_death") if status == "failed" else None
+    found = record.get("failure") if status == "failed" else None
+    style = "torch" if (record.get("config") or {}).get("framework", "torch") == "torch" else "tf"
     fix = FIXES["crashed"]
     if status == "interrupted":
         text = f"the run was interrupted{signal} before it finished"
@@ -133,18 +136,20 @@ def _crash_finding(record: dict) -> dict | None:
         text = f"the run never recorded its end ({record.get('stale_reason', 'stale')})"
     elif status == "running":
         text = "the run is still running (or its launcher is on another host)"
-    elif death:
-        # The ranks that failed after it only lost their peer: the killed rank comes first.
-        said = death_lines(death)
-        meaning = SIGNAL_MEANING.get(death["signal"])
-        text = "; ".join(line for line in said if line != meaning)
-        fix = meaning or fix
+    elif found:
+        # the cause first: the ranks that failed after it are said as consequences
+        said = failure_lines(
+            found, style=style, oom_kills=found.get("oom_kills"),
+            oom_in_log=found.get("oom_in_log"),
+        )  # fmt: skip
+        fix = failure_fix(found, style)
+        text = "; ".join(line.strip() for line in said if line != fix)
     else:
         text = f"the run {status}{which}"
     if status == "failed" and record.get("launcher_problem"):
         cause, _, fix = record["launcher_problem"].partition(". Fix: ")
         text += f"; {cause}"
-    first = death["rank"] if death else failed[0] if failed else None
+    first = found["cause"]["rank"] if found else failed[0] if failed else None
     return {
         "problem": "crashed",
         "measure": "status",
@@ -419,10 +424,10 @@ def diagnose_run(run_dir: str | Path, baseline: str | Path | None = None) -> dic
     files = read_run_files(run_dir)
     reference, source = reference_for(baseline)
     record = files.record
-    if record.get("status") == "failed" and "first_death" not in record:
-        # a run recorded before workshop run named the rank that died first
+    if record.get("status") == "failed" and "failure" not in record:
+        # a run recorded before workshop run named the rank that started the failure
         np_ = (record.get("config") or {}).get("np") or 0
-        record = record | {"first_death": first_death_in(Path(run_dir), np_)}
+        record = record | {"failure": attribute(rank_ends_in(run_dir, np_))}
     return diagnose(record, files.metrics, files.steps, files.timeline, reference, source)
 
 

@@ -23,14 +23,9 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from workshop.analysis.failure import attribute
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
-from workshop.launch.exits import (
-    crash_lines,
-    death_lines,
-    first_death_in,
-    launcher_problem,
-    oom_kill_count,
-)
+from workshop.findings.failure import failure_lines, launcher_problem
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.launch.stopping import (
@@ -42,6 +37,7 @@ from workshop.launch.stopping import (
     stop_on_signals,
 )
 from workshop.paths import runs_dir
+from workshop.readers.exits import oom_in_log, oom_kill_count, rank_ends_in
 from workshop.readers.runs import launcher_identity
 from workshop.runspec import (
     FRAMEWORK_PROGRAMS,
@@ -424,6 +420,7 @@ def run_one(
 
     start, started_wall = time.perf_counter(), time.time()
     oom_kills_before = oom_kill_count()
+    found = None
     previous = stop_on_signals()
     try:
         launch_exit_code, stopped_by = _run_launcher(argv, env, run_dir, quiet, previous)
@@ -440,7 +437,7 @@ def run_one(
         if cluster and record["status"] == "failed":
             record["first_failure"] = _cluster_failure(run_dir, cluster)
         if record["status"] == "failed":
-            record["first_death"] = _first_death(run_dir, config.np, oom_kills_before)
+            found, record["failure"] = _failure(run_dir, config.np, oom_kills_before)
             launcher_log = run_dir / "logs" / "launcher.log"
             if launcher_log.exists():
                 record["launcher_problem"] = launcher_problem(
@@ -456,13 +453,11 @@ def run_one(
             stopped_by,
         )
     if record["status"] != "ok":
+        failure = record.get("failure") or {}
         message = _failure_message(
-            run_dir,
-            launch_exit_code,
-            record["rank_status"],
-            record.get("first_death"),
-            config.framework,
-        )
+            run_dir, launch_exit_code, found, config.framework,
+            oom_kills=failure.get("oom_kills"), oom_in_log=failure.get("oom_in_log"),
+        )  # fmt: skip
         if record.get("launcher_problem"):
             message += f"\n  {record['launcher_problem']}"
         if record.get("first_failure"):
@@ -483,12 +478,32 @@ def _cluster_failure(run_dir: Path, cluster: ClusterLaunch) -> dict | None:
     return first_failure(text, hosts)
 
 
-def _first_death(run_dir: Path, np: int, oom_kills_before: int | None) -> dict | None:
-    """The rank a signal killed, if one did (:func:`workshop.launch.exits.first_death_in`),
-    with the out-of-memory kills the cgroup counted during the run."""
+def _failure(
+    run_dir: Path, np: int, oom_kills_before: int | None
+) -> tuple[dict | None, dict | None]:
+    """Which rank started the failure and which failed as a consequence
+    (:func:`workshop.analysis.failure.attribute` of the run's logs), and what run.json keeps
+    of it (``failure``): the same, the ranks' errors without their tracebacks (those stay in
+    the logs), with the out-of-memory kills the cgroup counted during the run and the
+    launcher's words for one."""
+    found = attribute(rank_ends_in(run_dir, np))
+    if found is None:
+        return None, None
     after = oom_kill_count()
-    oom_kills = after - oom_kills_before if None not in (after, oom_kills_before) else None
-    return first_death_in(run_dir, np, oom_kills)
+    launcher_log = run_dir / "logs" / "launcher.log"
+    text = launcher_log.read_text(errors="replace") if launcher_log.exists() else ""
+
+    def brief(end: dict) -> dict:
+        error = end.get("error")
+        return end | {"error": {k: error[k] for k in ("type", "message")} if error else None}
+
+    return found, {
+        "cause": brief(found["cause"]),
+        "also": [brief(e) for e in found["also"]],
+        "consequences": [brief(e) for e in found["consequences"]],
+        "oom_kills": after - oom_kills_before if None not in (after, oom_kills_before) else None,
+        "oom_in_log": oom_in_log(text),
+    }
 
 
 def _hosts_seen(run_dir: Path, np: int) -> dict[str, str | None]:
@@ -603,27 +618,18 @@ def _result_fields(run_dir: Path, data: dict) -> dict:
 def _failure_message(
     run_dir: Path,
     exit_code: int | None,
-    statuses: dict,
-    death: dict | None = None,
+    found: dict | None,
     framework: str = "torch",
+    oom_kills: int | None = None,
+    oom_in_log: str | None = None,
 ) -> str:
-    """The failed run in words: the rank a signal killed first (and what that usually means),
-    then each rank that crashed: where and with which exception (:func:`crash_lines`), or its
-    log's last line when the log has no traceback."""
-    failed = [rank for rank, state in statuses.items() if state == "failed"]
+    """The failed run in words, cause first (:func:`workshop.findings.failure.failure_lines`
+    of :func:`workshop.analysis.failure.attribute`'s ``found``)."""
     lines = [f"run failed (launcher exit code {exit_code}); run directory {run_dir}"]
-    if death:
-        lines += [f"  {line}" for line in death_lines(death)]
-        log = run_dir / "logs" / f"rank.{death['rank']}.log"
-        lines.append(f"  (rank {death['rank']}'s log: {log})")
-        failed = [rank for rank in failed if str(rank) not in death.get("peers", {})]
-    for rank in failed:
-        log = run_dir / "logs" / f"rank.{rank}.log"
-        lines += [f"  {line}" for line in crash_lines(rank, log, framework)]
-    if not failed and not death:
-        silent = [rank for rank, state in statuses.items() if state != "ok"]
-        lines.append(
-            f"  ranks without a clean end: {silent or 'none'}; "
-            f"see {run_dir / 'logs' / 'launcher.log'}"
-        )
-    return "\n".join(lines)
+    logs = run_dir / "logs"
+    if found is None:
+        lines.append(f"  no rank reported a failure; see {logs / 'launcher.log'}")
+        return "\n".join(lines)
+    style = "torch" if framework == "torch" else "tf"
+    said = failure_lines(found, logs=logs, style=style, oom_kills=oom_kills, oom_in_log=oom_in_log)
+    return "\n".join(lines + [f"  {line}" for line in said])
