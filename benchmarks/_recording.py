@@ -3,6 +3,8 @@ it started and ended, the machine's load before and after (a shared machine's lo
 the result), and the commit it ran. Versions and host come from
 :func:`workshop.launch.run.provenance` where a script adds them.
 
+    from _recording import run_record, started_now  # python benchmarks/NAME.py: this folder
+                                                     # is on the path
     started, load = started_now()
     ...  # the measurements
     result = {**run_record(started, load), "runs": runs}

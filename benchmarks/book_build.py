@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import print_spreads, spread, started_now, write_result
+from _recording import print_spreads, spread, started_now, write_result
+
 from workshop.paths import REPO_DIR
 
 # workshop book's last line: "built 10 lessons in 75 s (replays 61 s, Sphinx 14 s): open ..."

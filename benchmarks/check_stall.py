@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import flock_held, print_spreads, spread, started_now, write_result
+from _recording import flock_held, print_spreads, spread, started_now, write_result
+
 from workshop.lessons.edits import script_path
 
 REPO = Path(__file__).resolve().parents[1]

@@ -30,7 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import flock_held, run_record, started_now
+from _recording import flock_held, run_record, started_now
+
 from workshop.launch.ranks import horovodrun_command
 from workshop.launch.run import provenance as run_provenance
 

@@ -31,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, started_now
+from _recording import run_record, started_now
+
 from workshop.launch.ranks import ROOT_ENV, horovodrun_command
 
 CONFIGS = {

@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, started_now
+from _recording import run_record, started_now
+
 from workshop.launch.ranks import ROOT_ENV, horovodrun_command
 
 # Lines of TensorFlow's C++ start-up chatter, dropped from the recorded logs.

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, started_now
+from _recording import run_record, started_now
 
 PLACEMENTS = {"np2-2+0": (2, 2), "np2-1+1": (2, 1), "np4-4+0": (4, 4), "np4-2+2": (4, 2)}
 

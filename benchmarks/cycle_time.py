@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import run_record, spread, started_now
+from _recording import run_record, spread, started_now
+
 from workshop.launch.run import provenance
 
 BASELINE_MS = 1.0

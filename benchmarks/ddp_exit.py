@@ -25,7 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workshop.benchmarking import started_now, write_result
+from _recording import started_now, write_result
+
 from workshop.lessons import EPOCH_LINE, script_path, torchrun_command
 
 ARGS = ("--epochs", "3", "--steps", "20")

@@ -26,8 +26,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from _recording import run_record, spread, started_now
+
 from workshop import lessons
-from workshop.benchmarking import run_record, spread, started_now
 from workshop.launch.run import provenance
 
 KINDS = ("horovod", "ddp")

@@ -36,7 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-from workshop.benchmarking import print_spreads, spread, started_now, write_result
+from _recording import print_spreads, spread, started_now, write_result
+
 from workshop.launch.ranks import horovodrun_command
 
 #: name -> (EXTENSIONS order, how an extension answers: "import" it, or its "library")

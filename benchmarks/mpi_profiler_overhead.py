@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from workshop.benchmarking import flock_held
+from _recording import flock_held
 
 LOCK = Path(os.environ.get("WORKSHOP_CPU_LOCK", "/tmp/workshop-cpu.lock"))
 

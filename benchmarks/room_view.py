@@ -34,9 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _recording import spread, started_now
+
 from workshop import exercises, room
 from workshop.analysis.room import room_table
-from workshop.benchmarking import spread, started_now
 from workshop.findings.room import room_text
 from workshop.paths import data_dir
 from workshop.readers.room import read_room

@@ -43,7 +43,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from workshop.benchmarking import git_commit, print_spreads, spread, started_now, write_result
+from _recording import git_commit, print_spreads, spread, started_now, write_result
+
 from workshop.launch.harness import HOGS, RUN_SHAPE, record_run, stop_on_sigterm
 from workshop.paths import data_dir
 

@@ -31,7 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop.benchmarking import print_spreads, spread, started_now, write_result
+from _recording import print_spreads, spread, started_now, write_result
+
 from workshop.paths import REPO_DIR
 
 PROBE = "import torch"

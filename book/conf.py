@@ -1,4 +1,4 @@
-"""Sphinx configuration of the workshop book (``bash scripts/book.sh``; ``workshop/book.py``
+"""Sphinx configuration of the workshop book (``bash scripts/book.sh``; ``tools/book/``
 copies this file, ``index.md``'s filled-in copy and ``_static/`` into the staged sources under
 ``book/_build/src``).
 
@@ -17,7 +17,8 @@ html_title = "Horovod performance workshop"
 
 extensions = ["myst_nb"]
 nb_execution_mode = "off"
-# Lessons render in the toctree's order; test-only cells are already left out (workshop/book.py).
+# Lessons render in the toctree's order; test-only cells are already left out
+# (tools/book/prepare.py).
 exclude_patterns = ["_build", "_downloads", "**/.ipynb_checkpoints", ".workshop-book"]
 myst_heading_anchors = 3
 # $...$ and $$...$$ as math, \begin{align} too; a lone "$" (a shell variable) stays text.
@@ -28,8 +29,9 @@ html_static_path = ["_static"]
 # Long output lines wrap instead of being cut by the column (reader.css).
 html_css_files = ["reader.css"]
 
-# Where the repository is published (workshop/book.py, --repository): "" when not known, and
-# then the theme shows no repository or launch button at all (never a link to a placeholder).
+# Where the repository is published (tools/book/repository.py, --repository): "" when not
+# known, and then the theme shows no repository or launch button at all (never a link to a
+# placeholder).
 repository_url = os.environ.get("WORKSHOP_BOOK_REPOSITORY_URL", "")
 html_theme = "sphinx_book_theme"
 html_theme_options = {

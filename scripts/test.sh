@@ -17,8 +17,8 @@ fi
 source "${WORKSHOP_VENV:-$REPO/.venv}/bin/activate"
 cd "$REPO"
 echo; echo "==> ruff"
-ruff check workshop tests benchmarks
-ruff format --check workshop tests benchmarks
+ruff check workshop tests benchmarks tools
+ruff format --check workshop tests benchmarks tools
 echo; echo "==> pytest"
 # Two pytest-xdist workers: on 2 cores, tests that start no processes and live runs' idle
 # moments (launch, rendezvous, waiting for a stop) fill the other core. Live tests still take

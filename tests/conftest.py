@@ -303,7 +303,7 @@ def lesson_02_live(tmp_path_factory, horovod_ready) -> Lesson02Live:
     LESSON_02_LIVE_TESTS), under the CPU lock while it runs."""
     import nbformat
 
-    from workshop.notebook_check import execute
+    from tools.notebook_run import execute
 
     folder = tmp_path_factory.mktemp("lesson-02-live")
     objects_path = folder / "objects.pickle"

@@ -1,4 +1,4 @@
-"""The workshop book (workshop/book.py, scripts/book.sh).
+"""The workshop book (tools/book/, workshop book, scripts/book.sh).
 
 Unit tests of what goes into the book (a lesson's cells and outputs as a reader sees them, the
 landing page, the links, the one table of times); then the book built from the lessons run as
@@ -12,6 +12,7 @@ Screenshots of lessons 04 and 09 are kept in test-artifacts/book-<lesson>.png.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -23,7 +24,27 @@ import pytest
 from test_browser import CHROMIUM, CHROMIUM_ARGS
 from test_notebooks import NOT_A_LEAK, NOTEBOOKS, papermill_run, read_run, screen_leaks
 
-from workshop import book
+from tools.book.build import build_book
+from tools.book.prepare import WIDGET_VIEW, left_out, prepare
+from tools.book.replay import executed_copies
+from tools.book.repository import (
+    HOW_TO_SET_REPOSITORY,
+    BookError,
+    Links,
+    lessons,
+    repository_links,
+)
+from tools.book.stage import (
+    DOCS,
+    INSTRUCTORS,
+    REFERENCE,
+    install_page,
+    landing_page,
+    lesson_table,
+    stage,
+    times_table,
+)
+from workshop.commands import book as book_command
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -32,7 +53,7 @@ LIVE_RANK_SECTIONS = {
     "01-data-vs-model-parallelism": "Collectives by hand",
     "02-your-first-horovod-program": "First, on live ranks",
 }
-LINKS = book.Links("someone/horovod-workshop", "HEAD")
+LINKS = Links("someone/horovod-workshop", "HEAD")
 
 
 def _notebook(*cells):
@@ -79,7 +100,7 @@ def test_prepare_collapses_what_follows_an_answer_and_drops_what_is_for_tests():
         _title(), parameters, injected, shown, solution, revealed, note, saved, tagged
     )
 
-    prepared = book.prepare(notebook, "05-a-lesson.ipynb", LINKS, "../_downloads/x.ipynb")
+    prepared = prepare(notebook, "05-a-lesson.ipynb", LINKS, "../_downloads/x.ipynb")
 
     sources = [cell.source for cell in prepared.cells]
     assert sources[0].startswith("# 05")
@@ -113,8 +134,8 @@ def test_prepare_refuses_a_replay_without_the_solutions():
         "name": "stdout",
         "text": "[05.1 and 05.2] answer exercises 05.1 and 05.2 above to see this line.\n",
     }
-    with pytest.raises(book.BookError, match="05-a.ipynb cell 1: 'answer exercises 05.1 and "):
-        book.prepare(_notebook(_title(), _code("x", said)), "05-a.ipynb", LINKS, "x")
+    with pytest.raises(BookError, match="05-a.ipynb cell 1: 'answer exercises 05.1 and "):
+        prepare(_notebook(_title(), _code("x", said)), "05-a.ipynb", LINKS, "x")
 
 
 def test_prepare_leaves_out_library_log_noise_and_gives_figures_a_caption():
@@ -142,7 +163,7 @@ def test_prepare_leaves_out_library_log_noise_and_gives_figures_a_caption():
         _title(), _code("x", noise, only_noise, log), intro, _code("plot()", picture)
     )
 
-    prepared = book.prepare(notebook, "05-a.ipynb", LINKS, "x")
+    prepared = prepare(notebook, "05-a.ipynb", LINKS, "x")
 
     texts = [o.text for o in prepared.cells[2].outputs]
     assert texts == ["UserWarning: kept\n", "epoch 1: 2.1 s\n"]
@@ -153,13 +174,13 @@ def test_prepare_leaves_out_library_log_noise_and_gives_figures_a_caption():
 
 
 def test_without_a_repository_no_binder_link_and_a_sentence_how_to_set_it():
-    nowhere = book.Links(None, "HEAD")
-    prepared = book.prepare(_notebook(_title()), "05-a.ipynb", nowhere, "x")
+    nowhere = Links(None, "HEAD")
+    prepared = prepare(_notebook(_title()), "05-a.ipynb", nowhere, "x")
     assert "mybinder" not in prepared.cells[1].source and "OWNER" not in prepared.cells[1].source
-    table = book.lesson_table(book.lessons())
-    page = book.landing_page((REPO / "book" / "index.md").read_text(), nowhere, table)
-    assert "mybinder" not in page and book.HOW_TO_SET_REPOSITORY in page
-    install = book.install_page((REPO / "README.md").read_text(), nowhere)
+    table = lesson_table(lessons())
+    page = landing_page((REPO / "book" / "index.md").read_text(), nowhere, table)
+    assert "mybinder" not in page and HOW_TO_SET_REPOSITORY in page
+    install = install_page((REPO / "README.md").read_text(), nowhere)
     assert "badge_logo.svg" not in install and "mybinder.org/v2/gh/OWNER" not in install
 
 
@@ -188,15 +209,15 @@ def test_without_a_repository_no_binder_link_and_a_sentence_how_to_set_it():
 )
 def test_prepare_refuses_what_a_reader_would_take_for_a_failure(output, says):
     notebook = _notebook(_title(), _code("x", output))
-    with pytest.raises(book.BookError, match=re.escape(f"05-a-lesson.ipynb {says}")):
-        book.prepare(notebook, "05-a-lesson.ipynb", LINKS, "x.ipynb")
+    with pytest.raises(BookError, match=re.escape(f"05-a-lesson.ipynb {says}")):
+        prepare(notebook, "05-a-lesson.ipynb", LINKS, "x.ipynb")
 
 
 def test_prepare_keeps_a_warning_without_a_path_and_plain_stderr():
     # A lesson may print on stderr (a progress line, a warning it explains): only a package
     # path, which a reader cannot act on, is refused.
     said = {"output_type": "stream", "name": "stderr", "text": "UserWarning: 2 spans ...\n"}
-    prepared = book.prepare(_notebook(_title(), _code("x", said)), "05-a.ipynb", LINKS, "x")
+    prepared = prepare(_notebook(_title(), _code("x", said)), "05-a.ipynb", LINKS, "x")
     assert prepared.cells[-1].outputs[0].text == said["text"]
 
 
@@ -212,7 +233,7 @@ def test_prepare_shows_paths_in_the_clone_relative_and_warnings_without_the_kern
     table["data"] = {"text/html": "<td>/home/r/ws/data/x</td>", "text/plain": "/home/r/ws/y"}
     notebook = _notebook(_title(), _code("x", warned, said, table))
 
-    prepared = book.prepare(notebook, "04-x.ipynb", LINKS, "x", Path("/home/r/ws"))
+    prepared = prepare(notebook, "04-x.ipynb", LINKS, "x", Path("/home/r/ws"))
 
     warning, printed, shown = prepared.cells[-1].outputs
     assert warning.text == "TimelineWarning: data/t/timeline.json: 2 spans have no 'E'\n"
@@ -224,7 +245,7 @@ def test_prepare_keeps_a_widgets_picture_not_its_state():
     view = {"model_id": "abc", "version_major": 2, "version_minor": 0}
     widget_only = {
         "output_type": "display_data",
-        "data": {book.WIDGET_VIEW: view, "text/plain": "interactive(children=(...))"},
+        "data": {WIDGET_VIEW: view, "text/plain": "interactive(children=(...))"},
         "metadata": {},
     }
     png = {"image/png": "iVBORw0KGgo="}
@@ -232,20 +253,20 @@ def test_prepare_keeps_a_widgets_picture_not_its_state():
     notebook = _notebook(_title(), _code("widgets.timeline_explorer(tl)", picture, widget_only))
     notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
 
-    prepared = book.prepare(notebook, "04-x.ipynb", LINKS, "x")
+    prepared = prepare(notebook, "04-x.ipynb", LINKS, "x")
 
     assert [list(o.data) for o in prepared.cells[-1].outputs] == [["image/png"]]
     assert "widgets" not in prepared.metadata
 
 
 def test_prepare_needs_a_title():
-    with pytest.raises(book.BookError, match="04-x.ipynb: no title"):
-        book.prepare(_notebook(_code("x")), "04-x.ipynb", LINKS, "x")
+    with pytest.raises(BookError, match="04-x.ipynb: no title"):
+        prepare(_notebook(_code("x")), "04-x.ipynb", LINKS, "x")
 
 
 def test_the_landing_page_is_for_learners_and_lists_every_page():
-    table = book.lesson_table(book.lessons())
-    page = book.landing_page((REPO / "book" / "index.md").read_text(), LINKS, table)
+    table = lesson_table(lessons())
+    page = landing_page((REPO / "book" / "index.md").read_text(), LINKS, table)
     assert f"[Launch the workshop on Binder]({LINKS.binder(table[0].name)})" in page
     assert "{{" not in page
     # Every lesson with its time, as the lesson's own header gives it; no build instructions.
@@ -260,30 +281,30 @@ def test_the_landing_page_is_for_learners_and_lists_every_page():
     toctree = page[page.index("```{toctree}") :]
     listed = re.findall(r"^(notebooks/\S+|docs/\S+|install-and-develop)$", toctree, re.M)
     assert listed == [f"notebooks/{n.name.removesuffix('.ipynb')}" for n in table] + [
-        *book.REFERENCE,
-        *book.INSTRUCTORS,
+        *REFERENCE,
+        *INSTRUCTORS,
     ]
-    assert sorted(d.removesuffix(".md") for d in book.DOCS) == sorted(
-        p.removeprefix("docs/") for p in [*book.REFERENCE, *book.INSTRUCTORS] if "docs/" in p
+    assert sorted(d.removesuffix(".md") for d in DOCS) == sorted(
+        p.removeprefix("docs/") for p in [*REFERENCE, *INSTRUCTORS] if "docs/" in p
     )
 
 
 def test_one_table_of_times_for_the_landing_page_the_guide_and_the_lessons():
-    table = book.lesson_table(book.lessons())
+    table = lesson_table(lessons())
     # The lessons' own headers: 10 + 25 + 45 + 40 + 60 + 40 + 60 + 45 + 40 + 60 = 425 minutes.
     assert [lesson.minutes for lesson in table] == [10, 25, 45, 40, 60, 40, 60, 45, 40, 60]
-    times = book.times_table(table)
+    times = times_table(table)
     assert "| all ten | 425 min |" in times
     # The tracks include the capstone: 10 + 60 + 40 + 60 = 170 and 170 + 45 = 215 minutes.
     assert "| 3-hour | 00, 04, 08, 09 | 170 min |" in times
     assert "| half-day (4 hours) | 00, 04, 07, 08, 09 | 215 min |" in times
     guide = (REPO / "docs" / "instructor-guide.md").read_text()
-    assert times in guide, "docs/instructor-guide.md: paste book.times_table's table"
+    assert times in guide, "docs/instructor-guide.md: paste times_table's table"
 
 
 def test_the_install_page_is_the_readme_under_its_own_title():
     readme = (REPO / "README.md").read_text()
-    page = book.install_page(readme, LINKS)
+    page = install_page(readme, LINKS)
     assert page.startswith("# Install and develop\n")
     assert "badge_logo.svg" in readme and "badge_logo.svg" not in page
     assert f"[Launch the workshop on Binder]({LINKS.binder('00-welcome.ipynb')})" in page
@@ -306,20 +327,20 @@ def test_where_the_links_point(tmp_path, env, origin, given, repository):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     if origin:
         subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", origin], check=True)
-    assert book.repository_links(env, tmp_path, given).repository == repository
+    assert repository_links(env, tmp_path, given).repository == repository
 
 
 @pytest.mark.parametrize("name", ["OWNER/REPO", "just-a-name", "a/b/c", "a b/c"])
 def test_a_repository_that_is_not_owner_slash_name_is_refused(tmp_path, name):
-    with pytest.raises(book.BookError, match=re.escape(f"--repository {name!r}: not a GitHub")):
-        book.repository_links({}, tmp_path, name)
+    with pytest.raises(BookError, match=re.escape(f"--repository {name!r}: not a GitHub")):
+        repository_links({}, tmp_path, name)
 
 
 def test_executed_copies_names_the_missing_lessons(tmp_path):
-    lessons = book.lessons()
-    nbformat.write(_notebook(_title()), tmp_path / lessons[0].name)
-    with pytest.raises(book.BookError, match=re.escape(f"no executed copy of {lessons[1].name}")):
-        book.executed_copies(tmp_path, lessons)
+    found = lessons()
+    nbformat.write(_notebook(_title()), tmp_path / found[0].name)
+    with pytest.raises(BookError, match=re.escape(f"no executed copy of {found[1].name}")):
+        executed_copies(tmp_path, found)
 
 
 # --- the book, built and read in a browser -------------------------------------------------
@@ -364,9 +385,7 @@ def built_book(tmp_path_factory):
         runs[path.stem] = _solutions_replay(path, tmp_path_factory)
         nbformat.write(runs[path.stem].for_reader(), replays / path.name)
     out = tmp_path_factory.mktemp("book")
-    made = book.build_book(
-        out, replays=replays, repository=LINKS.repository, progress=lambda _: None
-    )
+    made = build_book(out, replays=replays, repository=LINKS.repository, progress=lambda _: None)
     return made, runs
 
 
@@ -375,7 +394,7 @@ def _figures(notebook) -> int:
     return sum(
         any(kind.startswith("image/") for kind in output.get("data", {}))
         for cell in notebook.cells
-        if cell.cell_type == "code" and not book.left_out(cell)
+        if cell.cell_type == "code" and not left_out(cell)
         for output in cell.outputs
     )
 
@@ -537,12 +556,28 @@ def test_the_command_names_what_is_wrong(tmp_path):
     assert not out.exists()
 
 
+def test_the_command_outside_a_checkout_names_what_is_missing(tmp_path, monkeypatch, capsys):
+    # the package installed without a clone around it: the book's tool (tools/book/), its
+    # Sphinx configuration and the lessons are not there; the error names them, nothing built
+    monkeypatch.setattr(book_command, "REPO_DIR", tmp_path)
+    out = tmp_path / "out"
+    args = argparse.Namespace(out=out, replays=None, jobs=1, repository=None)
+    assert book_command._build(args) == 1
+    error = capsys.readouterr().err
+    assert (
+        f"workshop book: the book is built from a clone of the repository, and {tmp_path} "
+        in error
+    )
+    assert "has no tools/book/build.py, book/conf.py, notebooks: clone the repository" in error
+    assert not out.exists()
+
+
 def test_a_staging_folder_not_made_by_the_book_is_not_emptied(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "mine.txt").write_text("keep me")
-    with pytest.raises(book.BookError, match="was not staged by workshop book"):
-        book.stage({}, src, LINKS)
+    with pytest.raises(BookError, match="was not staged by workshop book"):
+        stage({}, src, LINKS)
     assert (src / "mine.txt").read_text() == "keep me"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from papermill.exceptions import PapermillExecutionError
 
-from workshop.notebook_check import execute
+from tools.notebook_run import execute
 from workshop.paths import data_path
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"

@@ -22,8 +22,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tools.notebook_run import NotebookRun, execute
 from workshop import exercises
-from workshop.notebook_check import NotebookRun, execute
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))

@@ -14,7 +14,8 @@ Reading PSS walks each process's page tables (``/proc/PID/smaps_rollup``): with 
 under the kernel (ranks that import TensorFlow) that sampling cost more CPU than some of the
 runs (34 CPU-s of lesson 02's live run), so it happens only with ``memory=True``.
 
-Used by tests/test_notebooks.py and benchmarks/notebooks_replay.py.
+Used by tests/test_notebooks.py, tests/conftest.py, tests/test_notebook_run_dir.py, the book's
+replay (tools/book/replay.py) and benchmarks/notebooks_replay.py.
 """
 
 from __future__ import annotations
