@@ -37,7 +37,6 @@ from workshop.analysis.diagnose import (
 )
 from workshop.analysis.failure import attribute
 from workshop.findings.failure import failure_fix, failure_lines
-from workshop.readers.exits import rank_ends_in
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -426,8 +425,7 @@ def diagnose_run(run_dir: str | Path, baseline: str | Path | None = None) -> dic
     record = files.record
     if record.get("status") == "failed" and "failure" not in record:
         # a run recorded before workshop run named the rank that started the failure
-        np_ = (record.get("config") or {}).get("np") or 0
-        record = record | {"failure": attribute(rank_ends_in(run_dir, np_))}
+        record = record | {"failure": attribute(files.ends)}
     return diagnose(record, files.metrics, files.steps, files.timeline, reference, source)
 
 

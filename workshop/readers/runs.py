@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import socket
-from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -262,40 +263,185 @@ def read_step_times(run_dir: Path | str) -> pd.DataFrame:
     return out
 
 
-@dataclass(frozen=True)
-class RunFiles:
-    """What ``workshop diagnose`` reads from one run directory.
+class Run:
+    """One run directory, each of its files read on first use, once: the one door a lesson
+    opens a run through (``import workshop as wk; run = wk.open_run(...)``). Analyses, plots
+    and findings that take a run's frame also take the Run itself
+    (:func:`workshop.frames.takes_run`).
 
-    Attributes:
-        path: the run directory.
-        record: run.json (:func:`read_run`).
-        metrics: :func:`read_metrics`.
-        steps: :func:`read_step_times` (empty for runs recorded before the step files).
-        timeline: the run's ``timeline.json`` read, or None when the run has none.
+    Attributes (read on first use):
+        path: the run directory; ``name``: its folder name.
+        record: run.json (:func:`read_run`); ``{}`` for a folder without one (a cluster job's
+            timeline and logs).
+        config: ``record["config"]`` (``{}`` when absent); ``np``: its number of ranks, else
+            the number of rank logs.
+        metrics: :func:`read_metrics` (empty, with its columns, when there is no
+            metrics.jsonl); ``steps``: :func:`read_step_times` (empty for runs without step
+            files).
+        timeline: the run's ``timeline.json`` read (:func:`workshop.readers.timeline.
+            read_timeline`), or None; ``profile``: its mpitrace profile (``mpi_profile.*``
+            files, :func:`workshop.readers.mpitrace.read_mpitrace`), or None.
+        summary: rank 0's summary.json, or None.
+        logs: each rank's log text ``{rank: text}``; ``launcher_log``: the launcher's output.
+        ends: how each rank ended (:func:`workshop.readers.exits.rank_ends_in`).
+
+    Raises (on first use of the attribute that reads it): FileNotFoundError, ValueError,
+    naming the file and what is wrong.
     """
 
-    path: Path
-    record: dict
-    metrics: pd.DataFrame
-    steps: pd.DataFrame
-    timeline: Any
+    is_workshop_run = True  # what workshop.frames.takes_run looks for (no import needed)
+
+    def __init__(self, path: Path | str) -> None:
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: not a run directory (no such folder)")
+        self.path = path
+
+    def __repr__(self) -> str:
+        record = self.record
+        status = record.get("status", "no run.json")
+        found = [name for name in ("timeline", "profile") if self._has(name)]
+        return (
+            f"Run({self.name!r}: {status}, np={self.np}, "
+            f"{self.config.get('framework', '?')}, {', '.join(found) or 'no timeline'})"
+        )
+
+    def _has(self, what: str) -> bool:
+        if what == "timeline":
+            return (self.path / "timeline.json").is_file()
+        return any(self.path.glob("mpi_profile.*"))
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @cached_property
+    def record(self) -> dict:
+        return read_run(self.path) if (self.path / "run.json").exists() else {}
+
+    @property
+    def config(self) -> dict:
+        return self.record.get("config") or {}
+
+    @cached_property
+    def np(self) -> int:
+        return int(self.config.get("np") or len(list(self.path.glob("logs/rank.*.log"))))
+
+    @cached_property
+    def metrics(self) -> pd.DataFrame:
+        if not (self.path / "metrics.jsonl").exists():
+            return pd.DataFrame(columns=METRIC_COLUMNS)
+        return read_metrics(self.path)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        return read_step_times(self.path)
+
+    @cached_property
+    def timeline(self) -> Any:
+        from workshop.readers.timeline import read_timeline
+
+        path = self.path / "timeline.json"
+        return read_timeline(path) if path.is_file() else None
+
+    @cached_property
+    def profile(self) -> Any:
+        from workshop.readers.mpitrace import read_mpitrace
+
+        return read_mpitrace(self.path) if self._has("profile") else None
+
+    @cached_property
+    def summary(self) -> dict | None:
+        return read_summary(self.path)
+
+    @cached_property
+    def logs(self) -> dict[int, str]:
+        found = {}
+        for path in self.path.glob("logs/rank.*.log"):
+            rank = path.name.split(".")[1]
+            if rank.isdigit():
+                found[int(rank)] = path.read_text(errors="replace")
+        return dict(sorted(found.items()))
+
+    @cached_property
+    def launcher_log(self) -> str:
+        path = self.path / "logs" / "launcher.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    @cached_property
+    def ends(self) -> dict[int, dict]:
+        from workshop.readers.exits import rank_ends_in
+
+        return rank_ends_in(self.path, self.np)
 
 
-def read_run_files(run_dir: Path | str) -> RunFiles:
-    """run.json, metrics, step times and the timeline (when there is one) of a run directory.
+#: Where a recording's name is looked for under ``data/``, in this order.
+RECORDING_FOLDERS = ("runs", "timelines", "mpi", "sweeps", "capstone", "cluster", "benchmarks")
+
+
+def _is_run_dir(path: Path) -> bool:
+    return (
+        path.is_dir()
+        and any((path / name).exists() for name in ("run.json", "timeline.json", "logs"))
+        or any(path.glob("mpi_profile.*"))
+    )
+
+
+def open_run(run: Run | Path | str) -> Run:
+    """The Run of a run directory, or of a recording in ``data/`` by its name.
+
+    Args:
+        run: a run directory (any path to one), a recording's name
+            (``"torch-mnist-gloo-np2"``, looked for in ``data/``'s :data:`RECORDING_FOLDERS`),
+            a path under ``data/`` (``"sweeps/scaling-mnist/np2"``), or a Run (returned as
+            it is).
+
+    Raises:
+        FileNotFoundError: neither a folder nor a recording of that name (names the closest
+            recordings).
+        ValueError: the name is a recording in more than one folder (names them).
+
+    >>> open_run("torch-mnist-gloo-np2").config["np"]
+    2
+    """
+    from workshop.paths import data_dir
+
+    if isinstance(run, Run):
+        return run
+    path = Path(run).expanduser()
+    if path.is_dir():
+        return Run(path)
+    root = data_dir()
+    if (root / path).is_dir():
+        return Run(root / path)
+    found = [root / top / path for top in RECORDING_FOLDERS if _is_run_dir(root / top / path)]
+    if len(found) == 1:
+        return Run(found[0])
+    if found:
+        names = ", ".join(str(p.relative_to(root)) for p in found)
+        raise ValueError(f"{run!r} names several recordings in {root}: {names}; pass one")
+    known = sorted(
+        p.name for top in RECORDING_FOLDERS for p in (root / top).glob("*") if _is_run_dir(p)
+    )
+    close = difflib.get_close_matches(str(run), known, n=3)
+    hint = f" (closest: {', '.join(close)})" if close else ""
+    raise FileNotFoundError(
+        f"{run!r}: no such run directory, and no recording of that name in {root}{hint}"
+    )
+
+
+def read_run_files(run_dir: Path | str) -> Run:
+    """The Run of a run directory, with run.json, metrics, step times and the timeline read
+    now (so a damaged file is named here): what ``workshop diagnose`` reads.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`read_run`, :func:`read_metrics`,
             :func:`read_step_times` and :func:`workshop.readers.timeline.read_timeline`.
     """
-    from workshop.readers.timeline import read_timeline
-
-    run_dir = Path(run_dir)
-    record = read_run(run_dir)
-    timeline = None
-    if (run_dir / "timeline.json").is_file():
-        timeline = read_timeline(run_dir / "timeline.json")
-    return RunFiles(run_dir, record, read_metrics(run_dir), read_step_times(run_dir), timeline)
+    run = open_run(run_dir) if isinstance(run_dir, Run) else Run(run_dir)
+    for name in ("record", "metrics", "steps", "timeline"):
+        getattr(run, name)
+    return run
 
 
 #: The healthy reference that ``workshop diagnose`` compares a run with, under ``data/``.
