@@ -121,7 +121,8 @@ def record_straggler(stage: Path) -> None:
 
 def record_capstone(folder: str, stage: Path) -> None:
     case = folder.split("/")[1]
-    run([sys.executable, "-m", "workshop.lessons.capstone", case, "--out", str(stage.parent)])
+    recorder = "workshop.lessons.capstone_record"
+    run([sys.executable, "-m", recorder, case, "--out", str(stage.parent)])
 
 
 def record_mpi_profiles(stage: Path) -> None:

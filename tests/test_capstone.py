@@ -9,8 +9,9 @@ import json
 import pytest
 
 from workshop import exercises
+from workshop.analysis.benchmarks import RUN_MEASURES, steady_samples_per_s
 from workshop.findings.diagnose import diagnose_run
-from workshop.lessons import capstone
+from workshop.lessons import capstone, capstone_record
 from workshop.paths import data_path
 from workshop.readers.runs import read_metrics, read_run
 
@@ -72,7 +73,7 @@ def test_the_straggler_case_records_how_it_was_injected():
     for run in record["runs"]:
         # both variants bind rank r to core r; only the broken runs had the busy process
         assert run["straggler"]["rank_cores"] == {"0": 0, "1": 1}, run["name"]
-        expected_hog = capstone.HOG_CORE if run["variant"] == "broken" else None
+        expected_hog = capstone_record.HOG_CORE if run["variant"] == "broken" else None
         assert run["straggler"]["hog_core"] == expected_hog, run["name"]
 
 
@@ -205,9 +206,9 @@ def test_gains_pair_each_round(name):
     table = capstone.gains(case)
     assert list(table["round"]) == list(range(1, capstone.REPEATS + 1))
     assert list(table["seed"]) == [42 + r for r in table["round"]]
-    measure = capstone.MEASURES[table.attrs["measure"]]
+    measure = RUN_MEASURES[table.attrs["measure"]]
     first = table.iloc[0]
-    assert first["broken"] == measure(case.folder / "repeats" / "broken-1")
+    assert first["broken"] == measure(read_metrics(case.folder / "repeats" / "broken-1"))
     assert first["gain"] == pytest.approx(first["fixed"] / first["broken"])
     runs = capstone.repeat_runs(case)
     # the order alternates: broken first in odd rounds, fixed first in even ones
@@ -223,22 +224,7 @@ def test_steady_throughput_leaves_out_the_first_epoch():
     epochs = read_metrics(run_dir)
     # epochs 2 and 3: their samples over their training time
     expected = epochs.samples[1:].sum() / epochs.train_time_s[1:].sum()
-    assert capstone.steady_samples_per_s(run_dir) == pytest.approx(expected)
-
-
-def test_plan_alternates_and_commands_add_the_case_options(tmp_path):
-    runs = capstone.plan(3)
-    assert runs[:2] == [("broken", "broken", 42, True), ("fixed", "fixed", 42, True)]
-    assert [r[1] for r in runs[2:]] == [
-        "repeats/broken-1", "repeats/fixed-1", "repeats/fixed-2", "repeats/broken-2",
-        "repeats/broken-3", "repeats/fixed-3",
-    ]  # fmt: skip
-    spec = capstone.CASES["case-4"]
-    command = capstone.run_command(spec, "broken", tmp_path, "broken", 42, True)
-    assert command[:2] == ["workshop", "run"] and "--mark-cycles" in command
-    assert command[command.index("--cycle-time-ms") + 1] == "50"
-    repeat = capstone.run_command(spec, "fixed", tmp_path, "repeats/fixed-1", 43, False)
-    assert "--no-timeline" in repeat and repeat[repeat.index("--cycle-time-ms") + 1] == "1"
+    assert steady_samples_per_s(epochs) == pytest.approx(expected)
 
 
 def test_load_names_what_is_wrong(tmp_path):
@@ -266,7 +252,7 @@ def test_each_capstone_case_is_diagnosed_right(name):
     problem = PROBLEM_ID[case.provenance["injected"]["problem"]]
     assert [f["problem"] for f in result["findings"]][:1] == [problem], result["findings"]
     if problem == "straggler":
-        assert result["findings"][0]["rank"] == capstone.HOG_CORE  # rank 1 shared its core
+        assert result["findings"][0]["rank"] == capstone_record.HOG_CORE  # rank 1 shared its core
 
 
 @pytest.mark.parametrize("name", list(capstone.CASES))

@@ -11,9 +11,9 @@ Every case is a folder ``data/capstone/<case>/`` with::
     provenance.json            every command, the fault injected, host, versions, load
     README.md                  what is there (its commands give the answer away)
 
-Re-record a case (about 6 minutes on 2 cores, 12 runs)::
-
-    python -m workshop.lessons.capstone CASE [--replace]
+Re-record a case: :mod:`workshop.lessons.capstone_record` (the recorder). The numbers are
+computed by :mod:`workshop.analysis` (``diagnose``'s evidence, ``benchmarks``' paired ratios);
+this module reads a case's files and grades a diagnosis.
 
 In the notebook::
 
@@ -25,45 +25,24 @@ In the notebook::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import numbers
-import os
-import shutil
-import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
 import pandas as pd
 
-from workshop.launch.harness import (
-    HOGS,
-    RUN_SHAPE,
-    record_run,
-    stop_on_sigterm,
-    under_cpu_lock,
-)
-from workshop.paths import data_dir, data_path
+from workshop.analysis.benchmarks import RUN_MEASURES, paired_ratios, round_ratios, value_ranges
+from workshop.analysis.diagnose import evidence
+from workshop.paths import data_path
+from workshop.readers.benchmarks import read_benchmark_runs
+from workshop.readers.runs import read_healthy_reference, read_metrics, read_run_files
 
 FOLDER = "capstone"
+#: Rounds of repeats per case: one broken and one fixed run each.
 REPEATS = 5
-#: What every run of every case shares: the harness's job (2 ranks, PyTorch, MNIST's offline
-#: subset, 3 short epochs, Gloo). The response cache is off in every run (broken and fixed
-#: alike) so that the timeline has every rank's readiness tick at every step, not only at the
-#: first one.
-COMMON = (*RUN_SHAPE, "--cache-capacity", "0")
-#: The diagnosis runs also mark the background cycles in their timeline.
-TIMELINE = ("--mark-cycles",)
-#: Where the straggler case puts its ranks and the competing busy processes.
-RANK_CORES = {0: 0, 1: 1}
-HOG_CORE = 1
-#: Every run goes through the recording path of data/ (``workshop.launch.quiet``, via
-#: ``workshop.launch.harness.record_run``): a run during which other work took more than
-#: 0.05 cores is recorded again, 5 attempts at most, 8 for the straggler case: the scheduler
-#: moves other work off the busy core onto the other rank's, which hides the straggler.
 
 
 @dataclass(frozen=True)
@@ -129,11 +108,12 @@ class CaseSpec:
 
     Attributes:
         problem: the letter of :data:`PROBLEMS` that the broken run has.
-        broken, fixed: ``workshop run`` options added to :data:`COMMON`.
+        broken, fixed: ``workshop run`` options added to
+            :data:`workshop.lessons.capstone_record.COMMON`.
         measure: what the fix should improve: ``samples_per_s`` (the training throughput of
             the epochs after the first) or ``test_accuracy`` (after the last epoch).
-        straggler: the ranks are bound to :data:`RANK_CORES` in both runs, and the broken run
-            shares rank 1's core with :data:`HOGS` busy processes (:data:`HOG_CORE`).
+        straggler: the ranks are bound to cores in both runs, and the broken run shares rank
+            1's core with busy processes (:mod:`workshop.lessons.capstone_record`).
     """
 
     problem: str
@@ -154,122 +134,6 @@ CASES: dict[str, CaseSpec] = {
     "case-3": CaseSpec("b", ("--fusion-threshold-mb", "0"), ("--fusion-threshold-mb", "128")),
     "case-4": CaseSpec("d", ("--cycle-time-ms", "50"), ("--cycle-time-ms", "1")),
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# Recording
-
-
-def run_command(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, timeline: bool):
-    """The ``workshop run`` command line of one run of a case."""
-    options = spec.broken if variant == "broken" else spec.fixed
-    command = ["workshop", "run", *COMMON, *options, "--seed", str(seed)]
-    command += list(TIMELINE) if timeline else ["--no-timeline"]
-    return command + ["--out", str(out), "--name", name]
-
-
-def _record_run(spec: CaseSpec, variant: str, out: Path, name: str, seed: int, timeline: bool):
-    """One run through the recording harness (``workshop.launch.harness``): for the straggler
-    case the ranks bound to :data:`RANK_CORES` and, in broken runs, the busy processes."""
-    command = run_command(spec, variant, out, name, seed, timeline)
-    straggler = {}
-    if spec.straggler:
-        hog = HOG_CORE if variant == "broken" else None
-        straggler = {"rank_cores": RANK_CORES, "hog_core": hog, "hogs": HOGS}
-    attempts = 8 if spec.straggler else 5
-    record = record_run(command, out / name, quiet=True, attempts=attempts, **straggler)
-    return {"name": name, "variant": variant, "seed": seed, "timeline": timeline, **record}
-
-
-def plan(repeats: int) -> list[tuple[str, str, int, bool]]:
-    """(variant, name, seed, timeline) of a case's runs: the two diagnosis runs, then
-    ``repeats`` rounds of one broken and one fixed run, the order alternating per round
-    (broken-1, fixed-1, fixed-2, broken-2, broken-3, ...), seed 42 + round."""
-    runs = [("broken", "broken", 42, True), ("fixed", "fixed", 42, True)]
-    for i in range(1, repeats + 1):
-        pair = [("broken", f"repeats/broken-{i}"), ("fixed", f"repeats/fixed-{i}")]
-        for variant, name in pair if i % 2 else pair[::-1]:
-            runs.append((variant, name, 42 + i, False))
-    return runs
-
-
-def record_case(case: str, root: Path, *, repeats: int = REPEATS, replace: bool = False) -> Path:
-    """Record the case ``case`` of :data:`CASES` into ``root/case`` (real runs).
-
-    Raises:
-        FileExistsError: the folder exists and ``replace`` is False.
-    """
-    from workshop.launch.run import provenance
-
-    spec = CASES[case]
-    folder = root / case
-    if folder.exists():
-        if not replace:
-            raise FileExistsError(f"{folder} exists: pass --replace to record it again")
-        shutil.rmtree(folder)
-    (folder / "repeats").mkdir(parents=True)
-    # commands name the folder as seen from here (data/capstone/... from the repository)
-    inside = folder.resolve().is_relative_to(Path.cwd())
-    where = Path(os.path.relpath(folder)) if inside else folder
-    recorded_at = datetime.now(UTC).isoformat(timespec="seconds")
-    runs = [
-        _record_run(spec, variant, where, name, seed, timeline)
-        for variant, name, seed, timeline in plan(repeats)
-    ]
-    injected = {
-        "problem": spec.problem,
-        "title": PROBLEMS[spec.problem].title,
-        "fix": PROBLEMS[spec.problem].fix,
-        "broken_options": list(spec.broken),
-        "fixed_options": list(spec.fixed),
-        "measure": spec.measure,
-    }
-    if spec.straggler:
-        injected["how"] = (
-            f"both runs: every thread of rank r bound to core RANK_CORES[r] {RANK_CORES} "
-            f"(os.sched_setaffinity, every 0.1 s); broken runs only: {HOGS} busy Python loops "
-            f"bound to core {HOG_CORE} for the whole run"
-        )
-    payload = {
-        "case": case,
-        "injected": injected,
-        "recorded_at": recorded_at,
-        "under_cpu_lock": under_cpu_lock(),
-        "runs": runs,
-        "recorder": f"python -m workshop.lessons.capstone {case}",
-        **provenance(),
-    }
-    (folder / "provenance.json").write_text(json.dumps(payload, indent=2) + "\n")
-    (folder / "README.md").write_text(_readme(case, payload))
-    return folder
-
-
-def _readme(case: str, payload: dict) -> str:
-    host, versions = payload["host"], payload["versions"]
-    lines = [
-        f"# Capstone {case}: recorded runs to diagnose (lesson 09)",
-        "",
-        f"Real runs of `workshop run`, recorded by `{payload['recorder']}` on "
-        f"{payload['recorded_at']}: {host['cpu']}, {host['cores']} cores, "
-        f"{host['memory_gb']} GB; Python {versions['python']}, torch {versions['torch']}, "
-        f"Horovod {versions['horovod']}, {versions['mpi']}. Nothing here was edited after the "
-        "run; `provenance.json` has every command, the load average before and after each "
-        "run, and the fault that was injected.",
-        "",
-        "- `broken/`: the run to diagnose (timeline with cycle marks, metrics, logs, run.json);",
-        "- `fixed/`: the same run with the fix (timeline too);",
-        "- `repeats/`: one broken and one fixed run per round without a timeline, the order "
-        "alternating per round, seed 42 + round, for the gain and its spread.",
-        "",
-        "**Spoiler**: below, the fault and the commands name the problem. Diagnose from the "
-        "files first.",
-        "",
-        f"Fault: {payload['injected']['title']}.",
-    ]
-    if "how" in payload["injected"]:
-        lines.append(f"Injected: {payload['injected']['how']}.")
-    lines += ["", *[f"    {' '.join(run['command'])}" for run in payload["runs"][:2]]]
-    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,7 +229,9 @@ def load(case: str, root: Path | str | None = None) -> Case:
     folder = Path(root) / case if root else data_path(FOLDER, case)
     path = folder / "provenance.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing; record it with python -m {__name__} {case}")
+        raise FileNotFoundError(
+            f"{path}: missing; record it with python -m workshop.lessons.capstone_record {case}"
+        )
     try:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
@@ -390,9 +256,6 @@ EVIDENCE = ("b", "c", "d", "e")
 
 @cache
 def _evidence(run_dir: str) -> pd.DataFrame:
-    from workshop.analysis.diagnose import evidence
-    from workshop.readers.runs import read_run_files
-
     files = read_run_files(run_dir)
     return evidence(files.record, files.metrics, files.steps, files.timeline).set_index("measure")
 
@@ -407,8 +270,6 @@ def healthy_reference() -> pd.DataFrame:
     """The healthy range of each menu problem's evidence number (``workshop diagnose``'s
     shipped reference): one row per letter of :data:`MEASURE_OF`, ``min``, ``median``,
     ``max``, ``runs``."""
-    from workshop.readers.runs import read_healthy_reference
-
     table = read_healthy_reference()[0].set_index("measure")
     rows = {
         letter: table.loc[m, ["min", "median", "max", "runs"]] for letter, m in MEASURE_OF.items()
@@ -421,20 +282,20 @@ def tick_lateness(folder: Path | None = None) -> pd.DataFrame:
     off (``data/benchmarks/straggler-signal/`` and its confirmations; ``folder`` another such
     recording): the latest rank's mean lateness in whole background cycles
     (``late_cycles``), one row per group (``healthy``, ``straggler``) with ``runs``, ``min``,
-    ``median``, ``max``. Whether it could be a finding by itself: the straggler runs' smallest
-    above every healthy run's, which the ranges say (the medians do not)."""
+    ``median``, ``max`` (:func:`workshop.analysis.benchmarks.value_ranges`). Whether it could
+    be a finding by itself: the straggler runs' smallest above every healthy run's, which the
+    ranges say (the medians do not)."""
     folder = Path(folder) if folder else data_path("benchmarks", "straggler-signal")
     rows = []
     for result in sorted(folder.rglob("result.json")):
-        for run in json.loads(result.read_text())["runs"]:
-            value = run["values"].get("late_cycles")
-            if not run["cache"] and value is not None:
-                group = "straggler" if run["variant"].startswith("straggler") else "healthy"
+        for run in read_benchmark_runs(result, ("variant", "cache", "values")).itertuples():
+            value = run.values.get("late_cycles")
+            if not run.cache and value is not None:
+                group = "straggler" if run.variant.startswith("straggler") else "healthy"
                 rows.append({"group": group, "late_cycles": value})
     if not rows:
         raise ValueError(f"{folder}: no run with the response cache off and readiness ticks")
-    table = pd.DataFrame(rows).groupby("group")["late_cycles"]
-    return table.agg(runs="count", min="min", median="median", max="max")
+    return value_ranges(pd.DataFrame(rows), "group", "late_cycles")
 
 
 #: How close a diagnosis's evidence number must be: 15 % for a ratio or a time (case-1's key
@@ -561,31 +422,11 @@ def parts(answer, key: AnswerKey) -> dict[str, bool] | None:
     return verdicts
 
 
-def steady_samples_per_s(run_dir: Path | str) -> float:
-    """Training throughput after the first epoch (start-up and warm-up left out): samples of
-    epochs 2.. divided by their training time (metrics.jsonl)."""
-    from workshop.readers.runs import read_metrics
-
-    later = read_metrics(run_dir).iloc[1:]
-    if later.empty:
-        raise ValueError(f"{run_dir}: needs >= 2 epochs for a steady throughput")
-    return float(later["samples"].sum() / later["train_time_s"].sum())
-
-
-def final_test_accuracy(run_dir: Path | str) -> float:
-    """The test accuracy after the last epoch (metrics.jsonl)."""
-    from workshop.readers.runs import read_metrics
-
-    return float(read_metrics(run_dir)["test_accuracy"].iloc[-1])
-
-
-MEASURES = {"samples_per_s": steady_samples_per_s, "test_accuracy": final_test_accuracy}
-
-
 def repeat_runs(case: Case) -> pd.DataFrame:
     """The repeats of a case, one row per run: ``round``, ``variant`` (broken / fixed),
     ``seed``, ``position`` (1: first of its round), and the case's measure (``samples_per_s``
-    or ``test_accuracy``, named by ``attrs["measure"]``)."""
+    or ``test_accuracy``, :data:`workshop.analysis.benchmarks.RUN_MEASURES`, named by
+    ``attrs["measure"]``)."""
     measure = case.provenance["injected"]["measure"]
     rows, position = [], {}
     for run in case.provenance["runs"]:
@@ -599,7 +440,7 @@ def repeat_runs(case: Case) -> pd.DataFrame:
                 "variant": run["variant"],
                 "seed": run["seed"],
                 "position": position[repeat],
-                measure: MEASURES[measure](case.folder / run["name"]),
+                measure: RUN_MEASURES[measure](read_metrics(case.folder / run["name"])),
             }
         )
     table = pd.DataFrame(rows)
@@ -608,7 +449,8 @@ def repeat_runs(case: Case) -> pd.DataFrame:
 
 
 def gains(case: Case) -> pd.DataFrame:
-    """Broken against fixed per round of repeats.
+    """Broken against fixed per round of repeats
+    (:func:`workshop.analysis.benchmarks.round_ratios`).
 
     Returns:
         One row per round: ``round``, ``seed``, ``broken``, ``fixed`` (the case's measure),
@@ -616,16 +458,19 @@ def gains(case: Case) -> pd.DataFrame:
     """
     runs = repeat_runs(case)
     measure = runs.attrs["measure"]
-    table = runs.pivot_table(index=["round", "seed"], columns="variant", values=measure)
-    table = table.reset_index()[["round", "seed", "broken", "fixed"]]
-    table.columns.name = None
-    table["gain"] = table["fixed"] / table["broken"]
+    runs["gain"] = round_ratios(runs, "variant", measure, "broken")
+    broken, fixed = (runs[runs["variant"] == v].set_index("round") for v in ("broken", "fixed"))
+    table = pd.DataFrame(
+        {"seed": fixed["seed"], "broken": broken[measure], "fixed": fixed[measure],
+         "gain": fixed["gain"]}
+    ).sort_index().reset_index()  # fmt: skip
     table.attrs["measure"] = measure
     return table
 
 
 def gain_summary(case: Case) -> dict[str, object]:
-    """The gain of a case's fix over its rounds, against the noise.
+    """The gain of a case's fix over its rounds, against the noise
+    (:func:`workshop.analysis.benchmarks.paired_ratios`, broken as the baseline).
 
     Returns:
         ``measure``; ``rounds``; ``min``, ``median``, ``max`` of the per-round gain (fixed /
@@ -634,42 +479,21 @@ def gain_summary(case: Case) -> dict[str, object]:
         broken runs' own spread over the rounds (largest / smallest); ``single_run_gain``:
         the two diagnosis runs' fixed / broken (one run each).
     """
-    table = gains(case)
-    measure = table.attrs["measure"]
-    if table["gain"].min() > 1:
-        verdict = "fixed ahead in every round"
-    elif table["gain"].max() < 1:
-        verdict = "fixed behind in every round"
-    else:
-        verdict = "within the noise"
-    single = MEASURES[measure](case.fixed) / MEASURES[measure](case.broken)
+    runs = repeat_runs(case)
+    measure = runs.attrs["measure"]
+    table = paired_ratios(runs, "variant", measure, "broken").set_index("variant")
+    broken, fixed = table.loc["broken"], table.loc["fixed"]
+    of = RUN_MEASURES[measure]
+    # paired_ratios' verdict on the fixed runs, in the capstone's words
+    verdict = fixed["verdict"].replace("higher", "fixed ahead").replace("lower", "fixed behind")
+    single = of(read_metrics(case.fixed)) / of(read_metrics(case.broken))
     return {
         "measure": measure,
-        "rounds": len(table),
-        "min": float(table["gain"].min()),
-        "median": float(table["gain"].median()),
-        "max": float(table["gain"].max()),
+        "rounds": int(fixed["rounds"]),
+        "min": float(fixed["ratio_min"]),
+        "median": float(fixed["ratio_median"]),
+        "max": float(fixed["ratio_max"]),
         "verdict": verdict,
-        "noise": float(table["broken"].max() / table["broken"].min()),
+        "noise": float(broken["max"] / broken["min"]),
         "single_run_gain": float(single),
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", help=f"some of {', '.join(CASES)} (default: all)")
-    parser.add_argument("--out", type=Path, default=data_dir() / FOLDER)
-    parser.add_argument("--repeats", type=int, default=REPEATS)
-    parser.add_argument("--replace", action="store_true", help="record existing cases again")
-    args = parser.parse_args(argv)
-    unknown = [c for c in args.cases if c not in CASES]
-    if unknown:
-        parser.error(f"unknown case(s) {', '.join(unknown)}; there are {', '.join(CASES)}")
-    stop_on_sigterm()
-    for case in args.cases or list(CASES):
-        record_case(case, args.out, repeats=args.repeats, replace=args.replace)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

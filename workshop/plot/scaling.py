@@ -244,7 +244,7 @@ def plot_ratio_spread(
     round, a dot at the median, a dashed line at 1 (no change) and, if given, at ``ideal``.
 
     Args:
-        table: :func:`workshop.analysis.scaling.round_speedups` (``speedup_min``,
+        table: :func:`workshop.analysis.rounds.round_speedups` (``speedup_min``,
             ``speedup_median``, ``speedup_max``) or
             :func:`workshop.analysis.benchmarks.paired_ratios` (``ratio_min``, ...).
         label: the column naming each row.
