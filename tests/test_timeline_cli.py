@@ -114,32 +114,40 @@ def test_errors_exit_2_and_name_the_file(tmp_path: Path, capsys: pytest.CaptureF
 RECORDINGS = sorted(p.name for p in (data_dir() / "timelines").iterdir() if p.is_dir())
 
 
+def raised(read, path: Path) -> tuple[object, list[str]]:
+    """What ``read(path)`` returns, and the warnings it raises."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TimelineWarning)
+        result = read(path)
+    return result, [str(w.message) for w in caught]
+
+
 def summaries(path: Path) -> tuple[tuple[str, list[str]], tuple[str, list[str]]]:
-    """(JSON text, warnings) of ``timeline_summary(read_timeline(path))`` and of the numpy path
-    that ``workshop timeline summary`` takes."""
+    """(JSON text, warnings) of ``timeline_summary(read_timeline(path))`` and of
+    ``workshop timeline summary``'s path: one count (``readers.timeline.summary.count_summary``)
+    fed from a Timeline's DataFrames and from the file's columns."""
     out = []
     for summarize in (lambda p: timeline_summary(read_timeline(p)), summarize_file):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", TimelineWarning)
-            text = json.dumps(summarize(path))
-        out.append((text, [str(w.message) for w in caught]))
+        summary, caught = raised(summarize, path)
+        out.append((json.dumps(summary), caught))
     return out[0], out[1]
 
 
 @pytest.mark.parametrize("name", RECORDINGS)
-def test_summary_without_dataframes_is_the_dataframe_summary(name: str) -> None:
-    """Byte for byte the same JSON (key order included) and the same warnings."""
+def test_summary_of_every_recording(name: str) -> None:
+    """Plain JSON, with the warnings that reading the timeline raises."""
     assert len(RECORDINGS) >= 9
-    slow, fast = summaries(data_path("timelines", name))
-    assert fast == slow
-    assert json.loads(fast[0])["events"] > 0
+    path = data_path("timelines", name)
+    summary, caught = raised(summarize_file, path)
+    assert json.loads(json.dumps(summary))["events"] > 0
+    assert caught == raised(read_timeline, path)[1] == summary["warnings"]
 
 
 def record_starts(data: bytes) -> list[int]:
     return [m.start() + 1 for m in re.finditer(rb"[,\n]\{", data)]
 
 
-def test_summary_without_dataframes_on_damaged_files(tmp_path: Path) -> None:
+def test_summary_of_damaged_files(tmp_path: Path) -> None:
     """Derived from a real recording: cut (truncated, unclosed spans), a window between two
     record boundaries (orphan E's), 40 overwritten bytes (a skipped range), gzip."""
     data = timeline_file("tl-torch-gloo-np2").read_bytes()
@@ -164,7 +172,7 @@ def test_summary_without_dataframes_on_damaged_files(tmp_path: Path) -> None:
     assert all(seen[k] for k in ("truncated", "unclosed", "orphan_ends", "skipped_bytes"))
 
 
-def test_summary_without_dataframes_breaks_ties_like_pandas(tmp_path: Path) -> None:
+def test_summary_breaks_ties_like_pandas(tmp_path: Path) -> None:
     """Constructed: two ops with one span each (a tie for the most frequent op, no ALLREDUCE:
     the backend comes from the tie rule), two activities with equal totals (ordered by name),
     and a B without a name (missing in the DataFrames, left out of every count)."""

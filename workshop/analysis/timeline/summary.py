@@ -13,6 +13,7 @@ import pandas as pd
 
 from workshop.analysis.timeline.spans import backend, fusion_groups, negotiation_share, stragglers
 from workshop.analysis.timeline.steps import step_starts
+from workshop.readers.timeline.summary import SummaryColumns, count_summary
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -27,6 +28,9 @@ __all__ = ["compare_timelines", "timeline_summary"]
 def timeline_summary(tl: Timeline) -> dict[str, Any]:
     """The numbers of ``workshop timeline summary --json``.
 
+    Counted by :func:`workshop.readers.timeline.summary.count_summary` from the Timeline's
+    columns: the one implementation, which the command runs straight on the file's columns.
+
     Args:
         tl: a Timeline.
 
@@ -37,43 +41,26 @@ def timeline_summary(tl: Timeline) -> dict[str, Any]:
         ``NEGOTIATE_`` name), ``negotiation_share``, ``backend``, ``span_us``, ``truncated``,
         ``events``, ``cycles``, ``unclosed``, ``orphan_ends``, ``skipped_bytes``, ``warnings``.
     """
-    sp = tl.spans
-    kind = sp["kind"]  # compared as categorical codes: no string per row
-    is_act, is_neg = kind == "activity", kind == "negotiate"
-    used = sorted(
-        set(sp["tensor"].dropna().unique().astype(str))
-        | set(tl.ticks["tensor"].dropna().unique().astype(str))
+    sp, ticks, tensors = tl.spans, tl.ticks, tl.tensors
+    op, name = sp["op"].cat, sp["name"].cat
+    return count_summary(
+        SummaryColumns(
+            kind=sp["kind"].cat.codes.to_numpy(np.int64),  # the codes of columns.KIND_*
+            op=op.codes.to_numpy(np.int64),
+            op_names=[str(c) for c in op.categories],
+            name=name.codes.to_numpy(np.int64),
+            names=[str(c) for c in name.categories],
+            dur_us=sp["dur_us"].to_numpy(np.int64),
+            seq=sp["seq"].to_numpy(np.int64),
+            pids=np.concatenate([sp["pid"].to_numpy(np.int64), ticks["pid"].to_numpy(np.int64)]),
+            tensor_names=dict(
+                zip(tensors["pid"].tolist(), tensors["tensor"].astype(str).tolist(), strict=True)
+            ),
+            tick_ranks=ticks["rank"].to_numpy(np.int64),
+            cycles=len(tl.cycles),
+            metadata=tl.metadata,
+        )
     )
-    share = negotiation_share(sp)
-    overall = share.loc[share["op"] == "all", "negotiation_share"]
-    return {
-        "tensors": len(used),
-        "tensor_names": used,
-        "ranks": int(tl.ticks["rank"].nunique()),
-        "rank_ids": sorted(int(r) for r in tl.ticks["rank"].unique()),
-        "ops": {
-            k: int(v) for k, v in sp.loc[kind == "op", "op"].astype(str).value_counts().items()
-        },
-        "activities_us": _totals(sp.loc[is_act], sp.loc[is_act, "name"].astype(str)),
-        "negotiation_us": _totals(sp.loc[is_neg], sp.loc[is_neg, "name"].astype(str)),
-        "negotiation_share": None
-        if overall.empty or pd.isna(overall.iloc[0])
-        else float(overall.iloc[0]),
-        "backend": backend(sp),
-        "span_us": tl.span_us,
-        "truncated": tl.truncated,
-        "events": int(tl.metadata.get("events", 0)),
-        "cycles": len(tl.cycles),
-        "unclosed": int(tl.metadata.get("unclosed", 0)),
-        "orphan_ends": int(tl.metadata.get("orphan_ends", 0)),
-        "skipped_bytes": int(sum(n for _, n in tl.metadata.get("skipped", []))),
-        "warnings": tl.warnings,
-    }
-
-
-def _totals(frame: pd.DataFrame, names: pd.Series) -> dict[str, int]:
-    totals = frame["dur_us"].groupby(names).sum().sort_values(ascending=False)
-    return {str(k): int(v) for k, v in totals.items()}
 
 
 def compare_timelines(

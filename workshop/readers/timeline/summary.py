@@ -1,17 +1,18 @@
-"""The numbers of ``workshop timeline summary``, read straight from the event columns.
+"""The numbers of a Horovod timeline (``workshop timeline summary``), counted with numpy.
 
-:func:`summarize_file` returns what ``timeline_summary(read_timeline(path))``
-(:func:`workshop.analysis.timeline.timeline_summary`) returns, value for value and key for
-key, without building the DataFrames: the spans, ticks and cycles come from the same
-:func:`.columns.tables` as a :class:`~.model.Timeline`'s, and are counted with numpy. Neither
-pandas nor the analysis package is imported, which is most of the command's start-up time.
-``tests/test_timeline_cli.py`` compares the two on every recording in ``data/timelines``.
+:func:`count_summary` is the one implementation: it counts :class:`SummaryColumns`, which
+:func:`summarize_file` takes straight from the event columns of a file (the spans, ticks and
+cycles of the same :func:`.columns.tables` as a :class:`~.model.Timeline`'s, without building
+any DataFrame: neither pandas nor the analysis package is imported, which is most of the
+command's start-up time; ``data/benchmarks/timeline-reader/``), and
+:func:`workshop.analysis.timeline.timeline_summary` from a Timeline's DataFrames.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,15 +22,47 @@ from workshop.readers.timeline.columns import (
     KIND_NEGOTIATE,
     KIND_OP,
     NEGOTIATE,
-    Tables,
     distinct,
     tables,
 )
 from workshop.readers.timeline.libraries import library_of
 from workshop.readers.timeline.model import TimelineWarning
 from workshop.readers.timeline.read import scan_events, timeline_path
-from workshop.readers.timeline.records import Reader
 from workshop.readers.timeline.source import open_file
+
+
+@dataclass
+class SummaryColumns:
+    """What the summary counts, as numpy columns: one entry per span in ``kind`` to ``seq``.
+
+    Attributes:
+        kind: the span's kind code (``columns.KIND_NEGOTIATE`` / ``KIND_OP`` /
+            ``KIND_ACTIVITY``).
+        op, op_names: the op of the span (ALLREDUCE ...), as a code into ``op_names`` (-1:
+            none; equal strings under two codes count as one).
+        name, names: the span's own name, as a code into ``names`` (-1: none).
+        dur_us: the span's duration.
+        seq: event index of the span's ``B`` (ties go in order of first occurrence).
+        pids: the pid of every span and of every readiness tick.
+        tensor_names: the tensor name of a pid (``pid N`` when it has none).
+        tick_ranks: the rank of every readiness tick.
+        cycles: ``CYCLE_START`` marks.
+        metadata: the Timeline's metadata (``first_ts_us``, ``last_ts_us``, ``truncated``,
+            ``events``, ``unclosed``, ``orphan_ends``, ``skipped``, ``warnings``).
+    """
+
+    kind: np.ndarray
+    op: np.ndarray
+    op_names: list[str]
+    name: np.ndarray
+    names: list[str]
+    dur_us: np.ndarray
+    seq: np.ndarray
+    pids: np.ndarray
+    tensor_names: dict[int, str]
+    tick_ranks: np.ndarray
+    cycles: int
+    metadata: dict[str, Any]
 
 
 def summarize_file(path: str | os.PathLike[str], *, progress: bool = False) -> dict[str, Any]:
@@ -40,18 +73,35 @@ def summarize_file(path: str | os.PathLike[str], *, progress: bool = False) -> d
         progress: show a progress bar.
 
     Returns:
-        The dict of :func:`workshop.analysis.timeline.timeline_summary` (same keys, order and
-        values). Warnings are raised as by :func:`~.read.read_timeline`.
+        :func:`count_summary`'s dict, the same as
+        :func:`workshop.analysis.timeline.timeline_summary` of the file's Timeline. Warnings are
+        raised as by :func:`~.read.read_timeline`.
 
     Raises:
         FileNotFoundError, TimelineFormatError: as :func:`~.read.read_timeline`.
     """
     p = timeline_path(path)
     src, problems, cut_at = open_file(p)
-    try:
+    try:  # the event columns may view the open file: count before closing it
         rd, ev = scan_events(src, str(p), problems, cut_at, progress)
         t = tables(rd, ev)
-        summary = _summary(rd, t, ev.pid)
+        strings = t.vocab.tolist()[:-1]  # by code
+        summary = count_summary(
+            SummaryColumns(
+                kind=t.spans.kind,
+                op=t.spans.op,
+                op_names=[s.removeprefix(NEGOTIATE) for s in strings],
+                name=t.spans.name,
+                names=strings,
+                dur_us=t.spans.end - t.spans.start,
+                seq=t.spans.b_ev,
+                pids=np.concatenate([t.spans.pid, ev.pid[t.ticks]]),
+                tensor_names=rd.tensor_names,
+                tick_ranks=t.tick_ranks,
+                cycles=len(t.cycles),
+                metadata=t.metadata,
+            )
+        )
     finally:
         src.close()
     for msg in rd.warnings:
@@ -59,20 +109,28 @@ def summarize_file(path: str | os.PathLike[str], *, progress: bool = False) -> d
     return summary
 
 
-def _summary(rd: Reader, t: Tables, event_pid: np.ndarray) -> dict[str, Any]:
-    sp, md = t.spans, t.metadata
-    strings = t.vocab.tolist()[:-1]  # by code
-    op_strings = [s.removeprefix(NEGOTIATE) for s in strings]
-    dur = sp.end - sp.start
-    pids = distinct(np.concatenate([sp.pid, event_pid[t.ticks]]).astype(np.int64)).tolist()
-    used = sorted({rd.tensor_names.get(p, f"pid {p}") for p in pids})
-    ranks = distinct(t.tick_ranks).tolist()
-    is_op = (sp.kind == KIND_OP) & (sp.op >= 0)
-    op_ids, op_names = _ids(sp.op, op_strings)
-    ops = _by_count(op_ids[is_op], sp.b_ev[is_op], op_names)
-    neg_us = _sum_by(sp.kind == KIND_NEGOTIATE, sp.op, dur)
-    pro_us = _sum_by(is_op, sp.op, dur)
-    total = neg_us + pro_us  # of the ops with a name, like analysis.negotiation_share
+def count_summary(c: SummaryColumns) -> dict[str, Any]:
+    """The numbers of ``workshop timeline summary --json``, counted from ``c``.
+
+    Returns:
+        ``tensors`` (distinct tensor names, count), ``tensor_names``, ``ranks`` (distinct
+        ranks seen in ticks, count), ``rank_ids``, ``ops`` (processing ops by op name, most
+        frequent first), ``activities_us`` (total by activity name, largest first),
+        ``negotiation_us`` (total by ``NEGOTIATE_`` name), ``negotiation_share`` (negotiation
+        over negotiation + processing time of the ops with a name; None without any),
+        ``backend``, ``span_us``, ``truncated``, ``events``, ``cycles``, ``unclosed``,
+        ``orphan_ends``, ``skipped_bytes``, ``warnings``.
+    """
+    md, dur = c.metadata, c.dur_us
+    pids = distinct(c.pids.astype(np.int64)).tolist()
+    used = sorted({c.tensor_names.get(p, f"pid {p}") for p in pids})
+    ranks = distinct(c.tick_ranks).tolist()
+    is_op = (c.kind == KIND_OP) & (c.op >= 0)
+    op_ids, op_names = _ids(c.op, c.op_names)
+    ops = _by_count(op_ids[is_op], c.seq[is_op], op_names)
+    neg_us = _sum_by(c.kind == KIND_NEGOTIATE, c.op, dur)
+    pro_us = _sum_by(is_op, c.op, dur)
+    total = neg_us + pro_us
     first = md["first_ts_us"]
     return {
         "tensors": len(used),
@@ -80,14 +138,14 @@ def _summary(rd: Reader, t: Tables, event_pid: np.ndarray) -> dict[str, Any]:
         "ranks": len(ranks),
         "rank_ids": ranks,
         "ops": ops,
-        "activities_us": _totals(sp.kind == KIND_ACTIVITY, sp.name, strings, dur),
-        "negotiation_us": _totals(sp.kind == KIND_NEGOTIATE, sp.name, strings, dur),
+        "activities_us": _totals(c.kind == KIND_ACTIVITY, c.name, c.names, dur),
+        "negotiation_us": _totals(c.kind == KIND_NEGOTIATE, c.name, c.names, dur),
         "negotiation_share": float(np.float64(neg_us) / np.float64(total)) if total > 0 else None,
-        "backend": _backend(sp.kind, op_ids, op_names, sp.name, strings, sp.b_ev, ops),
+        "backend": _backend(c.kind, op_ids, op_names, c.name, c.names, c.seq, ops),
         "span_us": 0 if first is None else int(md["last_ts_us"] - first),
         "truncated": bool(md["truncated"]),
         "events": int(md["events"]),
-        "cycles": len(t.cycles),
+        "cycles": c.cycles,
         "unclosed": int(md["unclosed"]),
         "orphan_ends": int(md["orphan_ends"]),
         "skipped_bytes": int(sum(n for _, n in md["skipped"])),
@@ -143,8 +201,8 @@ def _backend(
     seq: np.ndarray,
     ops: dict[str, int],
 ) -> str:
-    """:func:`workshop.analysis.timeline.backend`: the library of the ALLREDUCE op, else of the
-    most frequent op (the last in order of first occurrence among equals)."""
+    """The library of the ALLREDUCE op, else of the most frequent op (the last in order of first
+    occurrence among equals), as :func:`workshop.analysis.timeline.backend` says."""
     act = (kind == KIND_ACTIVITY) & (name >= 0)
     seen_gloo = any(strings[c].startswith("GLOO_") for c in distinct(name[act]).tolist())
     act &= op_ids >= 0
