@@ -32,7 +32,7 @@ from pathlib import Path
 
 from _recording import flock_held, run_record, started_now
 
-from workshop.launch.ranks import horovodrun_command
+from workshop.launch.horovodrun import horovodrun_command
 from workshop.launch.run import provenance as run_provenance
 
 REPO = Path(__file__).resolve().parents[1]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from _recording import run_record, started_now
 
-from workshop.launch.ranks import ROOT_ENV, horovodrun_command
+from workshop.launch.horovodrun import ROOT_ENV, horovodrun_command
 
 CONFIGS = {
     # name: (controller, np, hosts, link, extra environment)

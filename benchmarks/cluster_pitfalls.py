@@ -29,7 +29,7 @@ from pathlib import Path
 
 from _recording import run_record, started_now
 
-from workshop.launch.ranks import ROOT_ENV, horovodrun_command
+from workshop.launch.horovodrun import ROOT_ENV, horovodrun_command
 
 # Lines of TensorFlow's C++ start-up chatter, dropped from the recorded logs.
 NOISE = ("oneDNN", "absl::", "cudart_stub", "cpu_feature_guard", "To enable the following")

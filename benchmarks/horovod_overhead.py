@@ -33,7 +33,7 @@ from pathlib import Path
 
 from _recording import run_record, spread, started_now
 
-from workshop.launch.ranks import ROOT_ENV, horovodrun_command
+from workshop.launch.horovodrun import ROOT_ENV, horovodrun_command
 
 WARMUP_STEPS = 20
 

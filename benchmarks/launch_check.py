@@ -38,7 +38,7 @@ from pathlib import Path
 
 from _recording import print_spreads, spread, started_now, write_result
 
-from workshop.launch.ranks import horovodrun_command
+from workshop.launch.horovodrun import horovodrun_command
 
 #: name -> (EXTENSIONS order, how an extension answers: "import" it, or its "library")
 VARIANTS = {

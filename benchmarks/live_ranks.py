@@ -1,4 +1,5 @@
-"""Start and stop times of live notebook ranks (``workshop.ranks``), over repeated rounds.
+"""Start and stop times of live notebook ranks (``workshop.launch.live_ranks``), over repeated
+rounds.
 
 Each round starts ``--np`` ranks (IPython Parallel MPI engines with Horovod initialised), runs
 one allreduce on them, and stops them; it checks that nothing is left running. Prints min /
@@ -25,12 +26,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="folder for result.json")
     args = parser.parse_args()
-    from workshop import ranks
+    from workshop.launch import live_ranks
 
     rounds = []
     for _ in range(args.repeats):
         began = time.perf_counter()
-        cluster = ranks.start(np=args.np)
+        cluster = live_ranks.start(np=args.np)
         start_s = time.perf_counter() - began
         cluster.view.execute("import torch\nx = hvd.allreduce(torch.ones(1)).item()")
         assert cluster.view.pull("x") == [1.0] * args.np

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop.launch.ranks import rank_environment
+from workshop.launch.horovodrun import rank_environment
 from workshop.launch.run import (
     RunConfig,
     launch_command,

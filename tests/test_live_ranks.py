@@ -1,6 +1,6 @@
-"""Live Horovod ranks in a notebook (workshop.ranks, issue 41): IPython Parallel MPI engines
-with Horovod initialised, %%px in a real Jupyter kernel (papermill), and nothing left running
-after stop() or after the kernel that started them is killed with SIGKILL."""
+"""Live Horovod ranks in a notebook (workshop.launch.live_ranks, issue 41): IPython Parallel MPI
+engines with Horovod initialised, %%px in a real Jupyter kernel (papermill), and nothing left
+running after stop() or after the kernel that started them is killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ def wait_gone(pids, timeout_s=15.0) -> list[int]:
 
 
 def test_ranks_run_collectives_and_stop_leaves_nothing(cpu_lock, horovod_ready):
-    from workshop import ranks
+    from workshop.launch import live_ranks
 
-    cluster = ranks.start(np=2)
+    cluster = live_ranks.start(np=2)
     try:
         cluster.view.execute(
             "import torch\n"
@@ -59,7 +59,7 @@ def test_ranks_run_collectives_and_stop_leaves_nothing(cpu_lock, horovod_ready):
 def test_a_killed_kernel_leaves_no_rank(cpu_lock, horovod_ready, tmp_path):
     # the kernel cannot clean up after SIGKILL: the watchdog in its own session must
     script = (
-        "import json, sys, time\nfrom workshop import ranks\nr = ranks.start(np=2)\n"
+        "import json, sys, time\nfrom workshop import launch\nr = launch.live_ranks.start(np=2)\n"
         "pids = [*r.pids['engines'], r.pids['controller'], r.watchdog.pid]\n"
         "print(json.dumps(pids), flush=True)\ntime.sleep(600)\n"
     )
@@ -67,7 +67,7 @@ def test_a_killed_kernel_leaves_no_rank(cpu_lock, horovod_ready, tmp_path):
                               cwd=tmp_path)  # fmt: skip
     try:
         line = kernel.stdout.readline()
-        while line and not line.startswith("["):  # after ranks.start's own line
+        while line and not line.startswith("["):  # after live_ranks.start's own line
             line = kernel.stdout.readline()
         pids = json.loads(line)
         assert len(alive(pids)) == len(pids)
@@ -83,7 +83,9 @@ def test_px_cells_show_every_ranks_output_in_a_real_kernel(cpu_lock, horovod_rea
 
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
-        nbformat.v4.new_code_cell("from workshop import ranks\ncluster = ranks.start(np=2)"),
+        nbformat.v4.new_code_cell(
+            "from workshop import launch\ncluster = launch.live_ranks.start(np=2)"
+        ),
         nbformat.v4.new_code_cell(
             "%%px\nimport torch\nprint('rank', hvd.rank(), 'mean',"
             " hvd.allreduce(torch.tensor([float(hvd.rank())])).item())"
@@ -104,19 +106,28 @@ def test_px_cells_show_every_ranks_output_in_a_real_kernel(cpu_lock, horovod_rea
 
 
 def test_mpi_args_oversubscribe_only_beyond_the_cores():
-    from workshop.ranks import mpi_args
+    from workshop.launch.live_ranks import mpi_args
 
     assert mpi_args(2, cores=2) == ["--bind-to", "none"]
     assert mpi_args(2, cores=1) == ["--bind-to", "none", "--oversubscribe"]  # Binder: 1 CPU
     with pytest.raises(ValueError, match="np must be at least 1"):
-        from workshop import ranks
+        from workshop.launch import live_ranks
 
-        ranks.start(np=0)
+        live_ranks.start(np=0)
 
 
 def test_the_module_runs_in_a_fresh_interpreter():
-    # the watchdog's entry point: `python -m workshop.ranks KERNEL PID...` returns at once when
-    # the kernel is already gone (pid 0 names no process here)
-    done = subprocess.run([sys.executable, "-m", "workshop.ranks", "999999999"], timeout=30,
-                          env=os.environ)  # fmt: skip
+    # the watchdog's entry point: `python -m workshop.launch.live_ranks KERNEL PID...` returns at
+    # once when the kernel is already gone (pid 0 names no process here)
+    watchdog = [sys.executable, "-m", "workshop.launch.live_ranks", "999999999"]
+    done = subprocess.run(watchdog, timeout=30, env=os.environ)
     assert done.returncode == 0
+
+
+def test_the_engines_and_the_watchdog_load_no_pandas():
+    # Each engine imports this module (ipyparallel finds the functions it runs there) and the
+    # watchdog runs it: importing it loads workshop.launch's __init__, which imports nothing
+    # until a name is used.
+    code = "import sys, workshop.launch.live_ranks; print('pandas' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr

@@ -19,7 +19,7 @@ from workshop.check.practices.broadcast import broadcast_before_crash
 from workshop.check.practices.init import check_init
 from workshop.check.stalls import STALL_S, Stall, StallWatch, stall_message
 from workshop.check.verdicts import CHECK_NAMES, Check, judge, ranks_text, style_of, with_fix
-from workshop.launch.ranks import (
+from workshop.launch.horovodrun import (
     HorovodNotFound,
     horovodrun_command,
     horovodrun_program,
@@ -141,7 +141,7 @@ class Report:
 
 def find_horovodrun() -> str:
     """horovodrun next to this Python (the same environment) first, then on PATH
-    (:func:`workshop.launch.ranks.horovodrun_program`)."""
+    (:func:`workshop.launch.horovodrun.horovodrun_program`)."""
     try:
         return horovodrun_program()
     except HorovodNotFound as exc:
@@ -158,7 +158,7 @@ def rank_command(horovodrun: str, np: int, out: Path, script: Path, args, probe:
 
 
 def rank_env(np: int) -> dict[str, str]:
-    """Environment of the ranks (:func:`workshop.launch.ranks.rank_environment`: tf-keras for
+    """Environment of the ranks (:func:`workshop.launch.horovodrun.rank_environment`: tf-keras for
     Horovod, quiet TensorFlow), shared cores, and the runner importable."""
     from workshop.paths import REPO_DIR
     from workshop.train.common import threads_per_rank

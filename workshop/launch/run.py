@@ -26,8 +26,8 @@ from pathlib import Path
 from workshop.analysis.failure import attribute
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
 from workshop.findings.failure import failure_lines, launcher_problem
+from workshop.launch.horovodrun import horovodrun_command, rank_environment
 from workshop.launch.programs import find_program, program_path_env
-from workshop.launch.ranks import horovodrun_command, rank_environment
 from workshop.launch.stopping import (
     end_on_parent_death,
     ignore_stop_signals,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.launch.ranks import (
+from workshop.launch.horovodrun import (
     check_launch,
     horovodrun_command,
     horovodrun_program,
@@ -65,7 +65,7 @@ def horovodrun_path() -> str:
 
     Raises:
         FileNotFoundError: Horovod is not installed
-            (:class:`workshop.launch.ranks.HorovodNotFound`).
+            (:class:`workshop.launch.horovodrun.HorovodNotFound`).
     """
     return horovodrun_program()
 

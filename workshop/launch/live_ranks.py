@@ -1,17 +1,17 @@
 """Live Horovod ranks in a notebook: the same code on every rank, cell by cell (IPython Parallel).
 
 The hardest idea for a newcomer is that a data-parallel program runs N times and only the
-collectives tie the copies together. ``ranks.start`` makes that visible: it starts ``np``
+collectives tie the copies together. ``live_ranks.start`` makes that visible: it starts ``np``
 IPython Parallel engines under Open MPI's ``mpiexec`` (as NERSC did for interactive Horovod),
 initialises Horovod on each, and turns on ``%%px``, so a cell marked ``%%px`` runs on every rank
 and shows each rank's output under its own label::
 
-    from workshop import ranks
-    cluster = ranks.start(np=2)          # prints how long the start took
+    from workshop import launch
+    cluster = launch.live_ranks.start(np=2)   # prints how long the start took
     %%px
     import horovod.torch as hvd, torch
     print(hvd.rank(), hvd.allreduce(torch.tensor([hvd.rank() + 1.0])))
-    cluster.stop()                       # or: with ranks.start(2) as cluster: ...
+    cluster.stop()                            # or: with launch.live_ranks.start(2) as c: ...
 
 Why IPython Parallel and not a launcher of our own: it is Jupyter's own parallel engine, its
 ``%%px`` magic shows each engine's stdout, stderr and errors per rank in the notebook, and it
@@ -141,7 +141,7 @@ def start(np: int = 2, *, threads_per_rank: int = 1, timeout_s: float = 90.0) ->
     from traitlets.config import Config
 
     if np < 1:
-        raise ValueError(f"ranks.start: np must be at least 1, not {np}")
+        raise ValueError(f"live_ranks.start: np must be at least 1, not {np}")
     began = time.perf_counter()
     env = {"OMP_NUM_THREADS": str(threads_per_rank), "TF_USE_LEGACY_KERAS": "1"}
     if os.geteuid() == 0:  # containers, Binder's build, CI: Open MPI refuses root otherwise
@@ -156,7 +156,7 @@ def start(np: int = 2, *, threads_per_rank: int = 1, timeout_s: float = 90.0) ->
         client.wait_for_engines(np, timeout=timeout_s)
     except BaseException as exc:
         cluster.stop_cluster_sync()
-        raise RuntimeError(f"ranks.start: the {np} engines did not start: {exc}") from exc
+        raise RuntimeError(f"live_ranks.start: the {np} engines did not start: {exc}") from exc
     view = client[:]
     view.block = True
     view.execute(ENGINE_SETUP.format(threads=threads_per_rank))
@@ -185,8 +185,9 @@ def _watch(kernel: int, pids: list, cluster) -> subprocess.Popen:
         pid = getattr(getattr(launcher, "process", None), "pid", None)
         if pid:
             pids.append(pid)
+    watchdog = [sys.executable, "-m", "workshop.launch.live_ranks", str(kernel)]
     return subprocess.Popen(
-        [sys.executable, "-m", "workshop.ranks", str(kernel), *(str(p) for p in pids if p)],
+        [*watchdog, *(str(p) for p in pids if p)],
         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The one rank-start helper (workshop.launch.ranks): horovodrun's command line and the ranks'
+"""The one rank-start helper (workshop.launch.horovodrun): horovodrun's command line and the ranks'
 environment, and that workshop run, the lessons' launcher and workshop check use it."""
 
 from __future__ import annotations
@@ -11,23 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from workshop.launch import ranks
+from workshop.launch import horovodrun
 
-WORKSHOP = Path(ranks.__file__).resolve().parents[1]
+WORKSHOP = Path(horovodrun.__file__).resolve().parents[1]
 
 
 def test_docstring_example():
-    result = doctest.testmod(ranks)
+    result = doctest.testmod(horovodrun)
     assert result.attempted == 1 and result.failed == 0
 
 
 def test_horovodrun_command_on_one_host_and_across_hosts():
     argv = [sys.executable, "train.py", "--epochs", 2]
-    assert ranks.horovodrun_command(4, argv, program="hr", flags=["--cache-capacity", "0"]) == [
+    command = horovodrun.horovodrun_command(4, argv, program="hr", flags=["--cache-capacity", "0"])
+    assert command == [
         "hr", "-np", "4", "-H", "localhost:4", "--gloo", "--cache-capacity", "0",
         sys.executable, "train.py", "--epochs", "2",
     ]  # fmt: skip
-    across = ranks.horovodrun_command(
+    across = horovodrun.horovodrun_command(
         2, ["python", "t.py"], controller="mpi", hosts="nodea:1,nodeb:1", interface="hsn0",
         program="hr",
     )  # fmt: skip
@@ -37,9 +38,9 @@ def test_horovodrun_command_on_one_host_and_across_hosts():
 
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="'gloo' or 'mpi', not 'nccl'"):
-        ranks.horovodrun_command(2, ["x"], controller="nccl", program="hr")
+        horovodrun.horovodrun_command(2, ["x"], controller="nccl", program="hr")
     with pytest.raises(ValueError, match="np must be >= 1, got 0"):
-        ranks.horovodrun_command(0, ["x"], program="hr")
+        horovodrun.horovodrun_command(0, ["x"], program="hr")
     # The lessons' launcher refuses them before it looks the script up (one check for both).
     from workshop import lessons
 
@@ -52,19 +53,19 @@ def test_bad_arguments_are_refused():
 def test_missing_horovodrun_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ranks.HorovodNotFound, match="bash scripts/setup.sh builds it"):
-        ranks.horovodrun_program()
+    with pytest.raises(horovodrun.HorovodNotFound, match="bash scripts/setup.sh builds it"):
+        horovodrun.horovodrun_program()
 
 
 def test_rank_environment(monkeypatch):
-    env = ranks.rank_environment(threads=3)
+    env = horovodrun.rank_environment(threads=3)
     assert env["TF_USE_LEGACY_KERAS"] == "1" and env["PYTHONUNBUFFERED"] == "1"
     assert env["OMP_NUM_THREADS"] == "3"
-    assert "OMP_NUM_THREADS" not in ranks.rank_environment()
+    assert "OMP_NUM_THREADS" not in horovodrun.rank_environment()
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert ranks.rank_environment()["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    assert horovodrun.rank_environment()["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert "OMPI_ALLOW_RUN_AS_ROOT" not in ranks.rank_environment()
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in horovodrun.rank_environment()
 
 
 @pytest.mark.parametrize("module", ["launch/run.py", "lessons/scripts.py", "check/launch.py"])
