@@ -86,25 +86,19 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _verdict(path: Path, tl: Any) -> list[str]:
-    """``workshop diagnose``'s verdict on the run the timeline belongs to (its run directory
-    when run.json is beside it, else the timeline alone), then an empty line."""
-    import pandas as pd
+    """``workshop diagnose``'s verdict on the run the timeline belongs to (its run directory:
+    the timeline's folder, with or without run.json), then an empty line."""
+    from workshop.findings.diagnose import diagnose_run, verdict_line
+    from workshop.readers.runs import Run
 
-    from workshop.findings.diagnose import diagnose, reference_for, verdict_line
-    from workshop.readers.runs import read_metrics, read_run, read_step_times
-
-    run_dir = path if path.is_dir() else path.parent
+    run = Run(path if path.is_dir() else path.parent, timeline=tl)
     try:
-        reference, source = reference_for(None)
+        result = diagnose_run(run)
     except (FileNotFoundError, ValueError) as exc:
         return [f"(no verdict: {exc})", ""]
-    if (run_dir / "run.json").is_file():
-        record, metrics = read_run(run_dir), read_metrics(run_dir)
-        steps, where = read_step_times(run_dir), f"workshop diagnose {run_dir}"
-    else:
-        record, metrics, steps = {}, pd.DataFrame(columns=["lr"]), pd.DataFrame()
-        where = "the timeline alone: workshop diagnose RUN_DIR uses the whole run directory"
-    result = diagnose(record, metrics, steps, tl, reference, source)
+    where = f"workshop diagnose {run.path}" if run.record else (
+        "the timeline alone: workshop diagnose RUN_DIR uses the whole run directory"
+    )  # fmt: skip
     return [f"{verdict_line(result)} ({where} for the evidence)", ""]
 
 

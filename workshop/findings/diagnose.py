@@ -39,6 +39,7 @@ from workshop.analysis.failure import attribute
 from workshop.findings.failure import failure_fix, failure_lines
 
 if TYPE_CHECKING:
+    from workshop.readers.runs import Run
     from workshop.readers.timeline import Timeline
 
 __all__ = [
@@ -378,9 +379,10 @@ def _notes(record, steps, tl, table, seen, settings) -> list[str]:
         notes.append(f"{setting} is set, but {shown}: a note, not a finding.")
     if steps is None or steps.empty:
         notes.append(
-            "No per-rank step times (logs/rank.N.steps.csv: runs recorded before they "
-            "existed): the straggler, small-batch and input-pipeline numbers are missing, "
-            "and readiness ticks alone do not tell a straggler from a healthy run."
+            "No per-rank step times (logs/rank.N.steps.csv, which workshop run writes: a "
+            "cluster job's folder, or a run recorded before they existed): the straggler, "
+            "small-batch and input-pipeline numbers are missing, and readiness ticks alone do "
+            "not tell a straggler from a healthy run."
         )
     if tl is None:
         notes.append(
@@ -412,8 +414,10 @@ def reference_for(baseline: str | Path | None = None) -> tuple[pd.DataFrame, str
     return table, f"{runs} recorded healthy runs ({record.get('source', 'data/diagnose')})"
 
 
-def diagnose_run(run_dir: str | Path, baseline: str | Path | None = None) -> dict[str, Any]:
-    """:func:`diagnose` of a run directory (``workshop diagnose RUN_DIR [--baseline B]``).
+def diagnose_run(run_dir: str | Path | Run, baseline: str | Path | None = None) -> dict[str, Any]:
+    """:func:`diagnose` of a run directory or a Run (``workshop diagnose RUN_DIR [--baseline
+    B]``): a workshop run, or any folder with a Horovod timeline and the ranks' logs (a
+    cluster job), judged on what it has (the notes name what it cannot tell).
 
     Raises:
         FileNotFoundError, ValueError: a file of the run, the baseline or the reference.

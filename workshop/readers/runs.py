@@ -291,11 +291,14 @@ class Run:
 
     is_workshop_run = True  # what workshop.frames.takes_run looks for (no import needed)
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, **known: Any) -> None:
+        """``known``: parts the caller has read already (``timeline=tl``), kept instead of
+        being read again."""
         path = Path(path)
         if not path.is_dir():
             raise FileNotFoundError(f"{path}: not a run directory (no such folder)")
         self.path = path
+        self.__dict__.update(known)  # where cached_property keeps what it read
 
     def __repr__(self) -> str:
         record = self.record
