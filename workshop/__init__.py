@@ -9,21 +9,16 @@ One import line::
 Sub-packages load on first use (``wk.plot`` imports matplotlib only when a lesson draws), so
 a training rank that needs ``workshop.train`` loads no plotting. Data flows one way: files ->
 readers -> analysis -> findings / plot / widgets -> notebook; the README's map of the code
-names each layer.
+names each layer. ``wk.open_run`` is :func:`workshop.readers.runs.open_run`.
 """
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workshop.paths import data_path
 
-if TYPE_CHECKING:
-    from workshop.readers.runs import Run
-
-__all__ = ["SUBPACKAGES", "data_path", "open_run"]
 __version__ = "0.1.0"
 
 #: What ``wk.<name>`` loads on first use.
@@ -47,21 +42,18 @@ SUBPACKAGES = (
     "units",
     "widgets",
 )
-
-
-def open_run(run: Run | Path | str) -> Run:
-    """The Run of a run directory or of a recording's name
-    (:func:`workshop.readers.runs.open_run`)."""
-    from workshop.readers.runs import open_run as _open_run
-
-    return _open_run(run)
+#: The facade's own names, and the module each comes from.
+NAMES = {"open_run": "workshop.readers.runs", "Run": "workshop.readers.runs"}
+__all__ = ["SUBPACKAGES", "data_path", *NAMES]
 
 
 def __getattr__(name: str) -> Any:
     if name in SUBPACKAGES:
         return importlib.import_module(f"workshop.{name}")
+    if name in NAMES:
+        return getattr(importlib.import_module(NAMES[name]), name)
     raise AttributeError(f"module 'workshop' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *SUBPACKAGES])
+    return sorted([*globals(), *SUBPACKAGES, *NAMES])

@@ -14,6 +14,7 @@ from typing import Any
 MODULES = (
     "benchmarks",
     "cluster",
+    "exits",
     "horovod_errors",
     "logs",
     "mpitrace",
@@ -26,6 +27,7 @@ MODULES = (
 NAMES = {
     "benchmarks": ["read_benchmark", "read_benchmark_runs"],
     "cluster": ["read_allreduce_sweep", "read_placement_runs"],
+    "exits": ["ends_from_observations", "rank_ends", "rank_ends_in", "rank_exits"],
     "horovod_errors": ["explain_horovod_error"],
     "logs": [
         "find_logs",
@@ -52,7 +54,9 @@ NAMES = {
     ],
     "recordings": ["list_recordings", "quiet_problems"],
     "runs": [
+        "Run",
         "list_runs",
+        "open_run",
         "read_healthy_reference",
         "read_metrics",
         "read_run",
