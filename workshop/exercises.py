@@ -39,6 +39,8 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from workshop.units import plain
+
 STRICT_ENV = "WORKSHOP_EXERCISES_STRICT"
 LOG_ENV = "WORKSHOP_EXERCISES_LOG"
 MAX_HINTS = 3
@@ -85,10 +87,6 @@ def _strict() -> bool:
     return os.environ.get(STRICT_ENV, "") not in ("", "0")
 
 
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value
-
-
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -99,14 +97,14 @@ def _word(text: str) -> str:
 
 
 def _matches(answer, expected, rel_tol: float, abs_tol: float) -> bool:
-    answer, expected = _plain(answer), _plain(expected)
+    answer, expected = plain(answer), plain(expected)
     if isinstance(expected, str):
         return isinstance(answer, str) and _word(answer) == _word(expected)
     if isinstance(expected, (set, frozenset)):
         if isinstance(answer, str) or not isinstance(answer, Iterable):
             return False
-        normal = {_word(a) if isinstance(a, str) else _plain(a) for a in answer}
-        return normal == {_word(e) if isinstance(e, str) else _plain(e) for e in expected}
+        normal = {_word(a) if isinstance(a, str) else plain(a) for a in answer}
+        return normal == {_word(e) if isinstance(e, str) else plain(e) for e in expected}
     if isinstance(expected, (tuple, list)):
         # A ranking: the order matters, each item compared like a single answer.
         if isinstance(answer, str) or not isinstance(answer, Sequence):
@@ -124,7 +122,7 @@ def _matches(answer, expected, rel_tol: float, abs_tol: float) -> bool:
 def _show(value) -> str:
     """A value as a learner reads it: plain numbers (1,234 and 0.6931, not 1.234e+03 or
     np.float64(0.6931)), a ranking as (a, b), a set as {a, b}, text in quotes."""
-    value = _plain(value)
+    value = plain(value)
     if isinstance(value, bool):
         return repr(value)
     if isinstance(value, int):
@@ -144,7 +142,7 @@ def _show(value) -> str:
 
 def _describe(expected, rel_tol: float, abs_tol: float) -> str:
     text = _show(expected)
-    if _is_number(_plain(expected)):
+    if _is_number(plain(expected)):
         if rel_tol:
             text += f" (within {rel_tol * 100:.2g}%)"  # 10%, 15%, 0.3%: never "0%"
         elif abs_tol:
@@ -154,9 +152,9 @@ def _describe(expected, rel_tol: float, abs_tol: float) -> str:
 
 def _kind_note(answer, expected) -> str:
     """Why an answer of the wrong kind cannot match: a number in quotes, a letter without."""
-    answer, expected = _plain(answer), _plain(expected)
+    answer, expected = plain(answer), plain(expected)
     if _is_number(expected) or (
-        isinstance(expected, (tuple, list)) and all(_is_number(_plain(e)) for e in expected)
+        isinstance(expected, (tuple, list)) and all(_is_number(plain(e)) for e in expected)
     ):
         if isinstance(answer, str):
             return " That is text (in quotes): write the number without quotes."
@@ -180,7 +178,7 @@ def _hints(exercise: str, hints: Sequence[str]) -> tuple[str, ...]:
 
 def _jsonable(value):
     """The expected value for the JSON log, with its kind (a ranking keeps its order)."""
-    value = _plain(value)
+    value = plain(value)
     if isinstance(value, bool):
         return {"kind": "bool", "value": value}
     if _is_number(value):
@@ -214,7 +212,7 @@ def _room(exercise: str, ok: bool | None) -> None:
 def _register(exercise: str, expected, rel_tol: float, abs_tol: float, hints: tuple) -> None:
     # The learner's check carries the hints; a solution check keeps them.
     kept = hints or (_REGISTRY[exercise].hints if exercise in _REGISTRY else ())
-    _REGISTRY[exercise] = Record(exercise, _plain(expected), rel_tol, abs_tol, kept)
+    _REGISTRY[exercise] = Record(exercise, plain(expected), rel_tol, abs_tol, kept)
 
 
 def _record_fields(expected, rel_tol: float, abs_tol: float) -> dict:
@@ -297,7 +295,7 @@ def check(
         ok=verdict.ok,
         hints=list(hints),
         **_record_fields(expected, rel_tol, abs_tol),
-        **({} if behind is None else {"behind": float(_plain(behind))}),
+        **({} if behind is None else {"behind": float(plain(behind))}),
     )
     _room(exercise, verdict.ok)
     print(verdict.message)

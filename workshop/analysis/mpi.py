@@ -34,10 +34,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 from workshop.readers.mpitrace import MpiProfile
-from workshop.results import json_safe
-from workshop.units import format_bytes
+from workshop.units import format_bytes, json_safe
 
 #: Allreduces of at most this many bytes count as negotiation (Horovod's bit vectors).
 SMALL_BYTES = 16
@@ -58,6 +57,7 @@ def _default_rank(profile: MpiProfile, rank: int | None) -> int:
     return rank
 
 
+@takes_run
 def routine_table(profile: MpiProfile, rank: int | None = None) -> pd.DataFrame:
     """The routine table of one rank, with shares.
 
@@ -81,6 +81,7 @@ def routine_table(profile: MpiProfile, rank: int | None = None) -> pd.DataFrame:
     return table.sort_values(["time_s", "calls"], ascending=False).reset_index(drop=True)
 
 
+@takes_run
 def comm_fraction(profile: MpiProfile) -> pd.DataFrame:
     """Time in MPI against run time, per rank.
 
@@ -115,6 +116,7 @@ def comm_fraction(profile: MpiProfile) -> pd.DataFrame:
     return frame.sort_values("rank").reset_index(drop=True)
 
 
+@takes_run
 def dominant_routine(profile: MpiProfile, rank: int | None = None) -> dict[str, object]:
     """The routine with the most time on one rank.
 
@@ -148,6 +150,7 @@ def dominant_routine(profile: MpiProfile, rank: int | None = None) -> dict[str, 
     }
 
 
+@takes_run
 def negotiation_signature(
     profile: MpiProfile, rank: int | None = None, small_bytes: float = SMALL_BYTES
 ) -> dict[str, object]:
@@ -247,6 +250,7 @@ def _allreduce_totals(sizes: pd.DataFrame, row: pd.DataFrame) -> dict[str, objec
     }
 
 
+@takes_run
 def load_imbalance(profile: MpiProfile) -> dict[str, object]:
     """Spread of communication time over the ranks.
 
@@ -291,6 +295,7 @@ def _bin_label(log2_bin: int) -> str:
     return f"<={format_bytes(1 << log2_bin)}"
 
 
+@takes_run
 def message_size_bins(
     profile: MpiProfile, rank: int | None = None, routine: str | None = None
 ) -> pd.DataFrame:
@@ -324,6 +329,7 @@ def message_size_bins(
     return out.sort_values(["routine", "log2_bin"]).reset_index(drop=True)
 
 
+@takes_run
 def profile_summary(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> dict[str, object]:
     """The numbers ``workshop mpi summary --json`` prints (JSON-ready: str keys, no NaN).
 
@@ -382,6 +388,7 @@ def profile_summary(profile: MpiProfile, small_bytes: float = SMALL_BYTES) -> di
     }
 
 
+@takes_run
 def comm_vs_training(
     profile: MpiProfile, metrics: pd.DataFrame, rank: int | None = None
 ) -> dict[str, object]:

@@ -34,8 +34,8 @@ from workshop.launch.stopping import (
     stop_on_signals,
     stop_tree,
 )
+from workshop.runspec import FRAMEWORKS
 
-FRAMEWORKS = ("torch", "tensorflow")
 OUTPUT_CHARS = 4000
 BASE_GRACE_S = 15.0
 

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workshop.units import json_safe
+
 
 def register(subparsers: Any) -> None:
     """Add ``workshop diagnose``."""
@@ -53,12 +55,8 @@ def _diagnose(args: argparse.Namespace) -> int:
         print(f"workshop diagnose: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(result, indent=2, default=_plain))
+        # numpy scalars as numbers (NaN as null: JSON has no NaN); anything else as its text
+        print(json.dumps(json_safe(result), indent=2, default=str))
     else:
         print("\n".join(diagnose_lines(result)))
     return 0
-
-
-def _plain(value):
-    """numpy scalars to Python numbers for json.dumps."""
-    return value.item() if hasattr(value, "item") else str(value)

@@ -30,7 +30,7 @@ from workshop.readers.mpitrace import (
     MpiTraceWarning,
     read_mpitrace_jobs,
 )
-from workshop.results import json_safe
+from workshop.units import json_safe
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

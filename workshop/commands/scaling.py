@@ -20,7 +20,7 @@ import pandas as pd
 from workshop.analysis import scaling, tuning
 from workshop.findings.lr import lr_findings
 from workshop.findings.scaling import plateau_findings, scaling_findings
-from workshop.results import json_safe
+from workshop.units import json_safe
 
 
 def register(subparsers) -> None:
