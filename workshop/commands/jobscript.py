@@ -14,7 +14,7 @@ from workshop.paths import runs_dir
 from workshop.runspec import CLI_OPTIONS
 
 #: ``workshop run`` options the job script sets itself (from nodes, ranks and the system), and
-#: why (:attr:`workshop.runspec.RunOption.job_script_sets`).
+#: why (:attr:`workshop.runoption.RunOption.job_script_sets`).
 COMPUTED = {o.field: o.job_script_sets for o in CLI_OPTIONS if o.job_script_sets}
 #: ``workshop run`` options that jobscript resolves (defaults depend on the system).
 RESOLVED = tuple(o.field for o in CLI_OPTIONS if o.job_script_resolves)
