@@ -19,7 +19,8 @@ import pytest
 from workshop.cli import build_parser, main
 from workshop.commands.jobscript import COMPUTED, RESOLVED, run_flags
 from workshop.commands.run import add_run_options
-from workshop.launch.jobscript import SYSTEMS, JobScriptError, JobSpec, plan, walltime_seconds
+from workshop.launch.jobplan import JobScriptError, JobSpec, plan, walltime_seconds
+from workshop.launch.systems import SYSTEMS
 
 
 def _load_golden_module():

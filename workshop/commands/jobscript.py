@@ -8,8 +8,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from workshop.launch.jobscript import SYSTEMS, JobScriptError, JobSpec, render, run_arguments
+from workshop.launch.jobplan import JobScriptError, JobSpec
+from workshop.launch.jobscript import render, run_arguments
 from workshop.launch.options import add_run_options, config_from_args
+from workshop.launch.systems import SYSTEMS
 from workshop.paths import runs_dir
 from workshop.runspec import CLI_OPTIONS
 

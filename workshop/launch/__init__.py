@@ -1,14 +1,15 @@
 """Building and running Horovod launches, run directories, job scripts, the MPI profiler.
 
 Notebooks reach everything they launch through this one name (``from workshop import launch``):
-``launch.run_one(launch.RunConfig(...))``, ``launch.run_sweep(...)``, ``launch.jobscript``,
-``launch.live_ranks.start(np=2)``.
+``launch.run_one(launch.RunConfig(...))``, ``launch.run_sweep(...)``, a job script
+(``launch.jobscript.render(launch.jobplan.JobSpec(...))``), ``launch.live_ranks.start(np=2)``.
 """
 
 __all__ = [
     "RunConfig",
     "RunError",
     "diagnose_environment",
+    "jobplan",
     "jobscript",
     "live_ranks",
     "parallelism",
@@ -27,7 +28,7 @@ NAMES = {
     "run_sweep": "workshop.launch.sweep",
     "diagnose_environment": "workshop.launch.environment",
 }
-MODULES = ("jobscript", "live_ranks", "parallelism")
+MODULES = ("jobplan", "jobscript", "live_ranks", "parallelism")
 
 
 def __getattr__(name: str):

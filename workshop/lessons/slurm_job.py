@@ -59,7 +59,8 @@ def write_job(
 ) -> Path:  # fmt: skip
     """Write the job script ``workshop jobscript --system slurm`` would, for a CPU MNIST run
     (the offline subset) into ``work/<name>.sh``; its run directory goes to ``work/runs``."""
-    from workshop.launch.jobscript import JobSpec, render
+    from workshop.launch.jobplan import JobSpec
+    from workshop.launch.jobscript import render
 
     options = ["--data", "subset", "--epochs", str(epochs), "--steps-per-epoch",
                str(steps_per_epoch), "--name", name]  # fmt: skip
