@@ -105,3 +105,20 @@ def test_the_facade_loads_sub_packages_on_first_use():
     assert out.stdout.split() == ["False", "False", "True"]
     with pytest.raises(AttributeError, match="no attribute 'plots'"):
         wk.plots  # noqa: B018
+
+
+def test_the_lessons_analyses_take_a_run_as_they_take_its_frames():
+    from workshop.analysis import diagnose, mpi
+    from workshop.analysis import timeline as tla
+    from workshop.findings.timeline import timeline_findings
+
+    run = wk.open_run("torch-mnist-gloo-np2")
+    assert tla.timeline_summary(run) == tla.timeline_summary(run.timeline)
+    pd.testing.assert_frame_equal(tla.breakdown(run), tla.breakdown(run.timeline.spans))
+    assert timeline_findings(run) == timeline_findings(run.timeline)
+    assert diagnose.compute_ratio(run) == diagnose.compute_ratio(run.steps)
+    profiled = wk.open_run("torch-mnist-mpi-ops-np2")
+    assert mpi.profile_summary(profiled) == mpi.profile_summary(profiled.profile)
+    # a DataFrame that is not a run's still goes through unchanged, and is checked as before
+    with pytest.raises(ValueError, match="the spans DataFrame has no column"):
+        tla.breakdown(pd.DataFrame({"x": [1]}))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 
 
 def round_ratios(runs: pd.DataFrame, by: str, metric: str, baseline) -> pd.Series:
@@ -107,6 +107,7 @@ def paired_ratios(runs: pd.DataFrame, by: str, metric: str, baseline) -> pd.Data
     return pd.DataFrame(rows)
 
 
+@takes_run
 def steady_samples_per_s(metrics: pd.DataFrame) -> float:
     """Training throughput after the first epoch (start-up and warm-up left out): the samples
     of epochs 2.. divided by their training time.
@@ -129,6 +130,7 @@ def steady_samples_per_s(metrics: pd.DataFrame) -> float:
     return float(later["samples"].sum() / later["train_time_s"].sum())
 
 
+@takes_run
 def final_test_accuracy(metrics: pd.DataFrame) -> float:
     """The test accuracy after the last epoch (``metrics``: one row per epoch, in order, with
     ``test_accuracy``)."""

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from workshop.analysis.scaling import scaling_groups, speedup_table
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 from workshop.readers.timeline.model import DTYPE_BYTES
 from workshop.rules import ring_allreduce_time_s
 from workshop.runspec import OPTIONS, WORK_KEYS
@@ -46,6 +46,7 @@ def _shape_elements(shape: str) -> int:
     return int(np.prod(dims)) if dims else 1
 
 
+@takes_run
 def allreduce_ops(spans: pd.DataFrame, np_workers: int) -> pd.DataFrame:
     """One row per allreduce the collective library executed, from a timeline's spans.
 

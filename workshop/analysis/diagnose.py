@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 from workshop.rules import scaled_lr
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ MEASURES: dict[str, Measure] = {
 # Per-rank step times
 
 
+@takes_run
 def compute_by_rank(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> pd.DataFrame:
     """Each rank's typical step, from :func:`workshop.readers.runs.read_step_times`.
 
@@ -193,6 +194,7 @@ def compute_by_rank(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> pd.Dat
     return out.reset_index()[cols]
 
 
+@takes_run
 def compute_ratio(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[float, int | None]:
     """The straggler's evidence: the slowest rank's compute per step divided by the other
     ranks', and that rank; ``(nan, None)`` for fewer than 2 ranks.
@@ -224,6 +226,7 @@ def compute_ratio(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[fl
     return round(float(slowest["compute_p25_ms"]) / others, 6), int(slowest["rank"])
 
 
+@takes_run
 def comm_share(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> float:
     """The share of a step spent waiting for the allreduces, on the rank that waits least
     (median over its steps). A rank waits for the slower ranks and for the communication; the
@@ -237,6 +240,7 @@ def comm_share(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> float:
     return float(share.min())
 
 
+@takes_run
 def data_share(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> float:
     """The share of a step spent taking the batch, on the rank where it is largest (median
     over its steps): the steps wait for the input pipeline."""
@@ -258,6 +262,7 @@ def _gradient_ticks(tl: Timeline) -> pd.DataFrame:
     return tl.ticks[tl.ticks["tensor"].astype(str).isin(grads)]
 
 
+@takes_run
 def tick_lateness(ticks: pd.DataFrame, cycles: pd.DataFrame | None, cycle_us: float = 1000.0):
     """Lateness at readiness ticks with the coordinator's bias taken out.
 
@@ -304,6 +309,7 @@ def tick_lateness(ticks: pd.DataFrame, cycles: pd.DataFrame | None, cycle_us: fl
     )
 
 
+@takes_run
 def late_cycles(tl: Timeline, cycle_us: float = 1000.0) -> tuple[float, int | None]:
     """The latest rank's mean cycles behind over the gradients' negotiations (minus the other
     ranks' mean, so that ranks that take turns give about 0), and that rank; ``(nan, None)``
@@ -316,6 +322,7 @@ def late_cycles(tl: Timeline, cycle_us: float = 1000.0) -> tuple[float, int | No
     return round(float(top["late_cycles"]) - rest, 6), int(top["rank"])
 
 
+@takes_run
 def responses_per_step(tl: Timeline) -> float:
     """Gradient allreduce responses per training step: responses (fusion groups) that carry a
     gradient, divided by the training steps (``analysis.step_starts``)."""
@@ -330,6 +337,7 @@ def responses_per_step(tl: Timeline) -> float:
     return float(carries.sum() / steps)
 
 
+@takes_run
 def cycle_interval_ms(tl: Timeline) -> float:
     """The median time between the starts of consecutive background cycles, in ms (the
     timeline's ``CYCLE_START`` marks, ``--mark-cycles``); NaN without marks."""
@@ -338,6 +346,7 @@ def cycle_interval_ms(tl: Timeline) -> float:
     return float(np.median(np.diff(np.sort(tl.cycles["start_us"].to_numpy()))) / 1e3)
 
 
+@takes_run
 def negotiate_share(tl: Timeline) -> float:
     """The median ``NEGOTIATE_ALLREDUCE`` span of the gradients after the first step, divided
     by the median training step (``analysis.step_starts``). With the response cache on, a

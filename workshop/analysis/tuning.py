@@ -19,9 +19,10 @@ import pandas as pd
 from workshop.analysis.commodel import allreduce_ops
 from workshop.analysis.mpi import negotiation_signature, routine_table
 from workshop.analysis.timeline import gradient_tensors, step_starts
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 
 
+@takes_run
 def gradient_spans(spans: pd.DataFrame) -> pd.DataFrame:
     """The spans of the gradients' allreduces (negotiation, op, activities), metrics left out.
 

@@ -19,12 +19,14 @@ from workshop.analysis.mpi import (
     load_imbalance,
     negotiation_signature,
 )
+from workshop.frames import takes_run
 from workshop.readers.mpitrace import MpiProfile
 from workshop.units import format_bytes
 
 __all__ = ["mpi_findings"]
 
 
+@takes_run
 def mpi_findings(
     profile: MpiProfile, small_bytes: float = SMALL_BYTES, metrics: pd.DataFrame | None = None
 ) -> list[str]:

@@ -24,6 +24,7 @@ from workshop.analysis.timeline import (
     overlap_by_step,
     stragglers,
 )
+from workshop.frames import takes_run
 from workshop.units import format_bytes
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["timeline_findings"]
 
 
+@takes_run
 def timeline_findings(tl: Timeline) -> list[str]:
     """A diagnosis in words, with the numbers behind it (``workshop timeline report``).
 

@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from workshop.frames import takes_run
 from workshop.plot._axes import _axes
 
 __all__ = [
@@ -59,6 +60,7 @@ def phase_color(name: str) -> str:
     return PHASE_COLORS["OP"]
 
 
+@takes_run
 def plot_timeline_gantt(
     spans: pd.DataFrame,
     *,

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from workshop import analysis, plot
+from workshop.frames import takes_run
 from workshop.readers.timeline import Timeline
 
 
@@ -43,6 +44,7 @@ def _show(draw, defaults: dict, controls, static: bool | None):
     return widgets.interactive(draw, **controls())
 
 
+@takes_run
 def timeline_explorer(tl: Timeline, *, static: bool | None = None):
     """Explore a timeline: time window (ms), one tensor or all, the ticks of one rank or all.
 

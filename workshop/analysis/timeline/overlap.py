@@ -15,7 +15,7 @@ import pandas as pd
 
 from workshop.analysis.timeline.spans import SPAN_COLUMNS, _grouped_ops, from_timeline
 from workshop.analysis.timeline.steps import step_starts
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -33,6 +33,7 @@ __all__ = [
 # Overlap of the allreduces with the backward pass
 
 
+@takes_run
 def gradient_tensors(spans: pd.DataFrame) -> list[str]:
     """The tensors allreduced once per training step (the gradients), in order of first
     negotiation: those with as many ``NEGOTIATE_ALLREDUCE`` spans as the most negotiated one.
@@ -68,6 +69,7 @@ OVERLAP_COLUMNS = [
 ]
 
 
+@takes_run
 def allreduce_overlap(
     spans: pd.DataFrame,
     *,

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 from workshop.readers.timeline import DTYPE_BYTES
 from workshop.readers.timeline.libraries import library_of
 
@@ -45,6 +45,7 @@ def from_timeline(frame: str) -> dict[str, str]:
 # Where the time goes
 
 
+@takes_run
 def breakdown(spans: pd.DataFrame, by: str = "op") -> pd.DataFrame:
     """Negotiation versus each processing activity, per op, per tensor or overall.
 
@@ -105,6 +106,7 @@ def breakdown(spans: pd.DataFrame, by: str = "op") -> pd.DataFrame:
     )
 
 
+@takes_run
 def negotiation_share(spans: pd.DataFrame) -> pd.DataFrame:
     """How much of the collective time is negotiation, per op and overall.
 
@@ -147,6 +149,7 @@ def negotiation_share(spans: pd.DataFrame) -> pd.DataFrame:
 # Who is late
 
 
+@takes_run
 def stragglers(ticks: pd.DataFrame) -> pd.DataFrame:
     """Per rank: how often it was the last to be ready, and by how much it was late.
 
@@ -195,6 +198,7 @@ def stragglers(ticks: pd.DataFrame) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
+@takes_run
 def lateness_matrix(ticks: pd.DataFrame, agg: str = "mean") -> pd.DataFrame:
     """Rank x tensor lateness (for a heatmap).
 
@@ -218,6 +222,7 @@ def lateness_matrix(ticks: pd.DataFrame, agg: str = "mean") -> pd.DataFrame:
     return m.reindex(columns=order)
 
 
+@takes_run
 def negotiation_waits(spans: pd.DataFrame, ticks: pd.DataFrame) -> pd.DataFrame:
     """How much of each ticked negotiation was waiting for the last rank.
 
@@ -267,6 +272,7 @@ def negotiation_waits(spans: pd.DataFrame, ticks: pd.DataFrame) -> pd.DataFrame:
 # Which library did the work
 
 
+@takes_run
 def detect_backend(spans: pd.DataFrame) -> pd.DataFrame:
     """Which library performed each op, from the activity names inside it.
 
@@ -326,6 +332,7 @@ def _distinct(codes: np.ndarray, size: int) -> list[int]:
     return np.unique(codes).tolist()
 
 
+@takes_run
 def backend(spans: pd.DataFrame) -> str:
     """One word for the library that moved the gradients (the allreduce's, else the most
     frequent op's), e.g. ``"Gloo"``; ``"unknown"`` if nothing was recorded.
@@ -371,6 +378,7 @@ def _grouped_ops(spans: pd.DataFrame) -> pd.DataFrame:
     return ops
 
 
+@takes_run
 def fusion_groups(spans: pd.DataFrame) -> pd.DataFrame:
     """Tensors processed together (one response, one fusion buffer) and their size.
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from workshop.analysis.timeline.spans import SPAN_COLUMNS, from_timeline
-from workshop.frames import require_columns
+from workshop.frames import require_columns, takes_run
 
 __all__ = [
     "ONE_TIME_ACTIVITIES",
@@ -41,6 +41,7 @@ def _coverage(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarr
     return np.diff(covered)
 
 
+@takes_run
 def step_starts(spans: pd.DataFrame, tensor: str | None = None) -> pd.DataFrame:
     """Training steps, found from the gradient allreduces.
 
@@ -73,6 +74,7 @@ def step_starts(spans: pd.DataFrame, tensor: str | None = None) -> pd.DataFrame:
     )
 
 
+@takes_run
 def evolution(
     spans: pd.DataFrame,
     *,
@@ -145,6 +147,7 @@ ONE_TIME_ACTIVITIES = {
 }
 
 
+@takes_run
 def one_time_activities(spans: pd.DataFrame) -> pd.DataFrame:
     """Start-up costs inside the first steps: the activities of :data:`ONE_TIME_ACTIVITIES`,
     one row per time Horovod performed one, tied to the training step it fell in.
@@ -195,6 +198,7 @@ def one_time_activities(spans: pd.DataFrame) -> pd.DataFrame:
     return out[cols]
 
 
+@takes_run
 def early_vs_steady(spans: pd.DataFrame, first_steps: int = 5) -> pd.DataFrame:
     """Start-up and first training steps against the steady state (seed 000's "large portion
     of negotiation in the beginning").

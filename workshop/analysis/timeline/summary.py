@@ -13,6 +13,7 @@ import pandas as pd
 
 from workshop.analysis.timeline.spans import backend, fusion_groups, negotiation_share, stragglers
 from workshop.analysis.timeline.steps import step_starts
+from workshop.frames import takes_run
 from workshop.readers.timeline.summary import SummaryColumns, count_summary
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ __all__ = ["compare_timelines", "timeline_summary"]
 # Summaries and comparisons
 
 
+@takes_run
 def timeline_summary(tl: Timeline) -> dict[str, Any]:
     """The numbers of ``workshop timeline summary --json``.
 
