@@ -45,17 +45,15 @@ def require_columns(
 
 #: What a function's first argument means, by its name, and where a Run keeps it
 #: (:class:`workshop.readers.runs.Run`'s attributes; "timeline.spans": its timeline's spans).
+#: Frames of several runs ("runs", "epochs" with an np column) are no one Run's.
 RUN_PARTS = {
     "tl": "timeline",
     "timeline": "timeline",
     "spans": "timeline.spans",
     "ticks": "timeline.ticks",
     "profile": "profile",
-    "epochs": "metrics",
     "metrics": "metrics",
     "steps": "steps",
-    "record": "record",
-    "run_dir": "path",
 }
 
 
