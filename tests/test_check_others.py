@@ -16,7 +16,7 @@ import pytest
 from workshop import check
 from workshop.check import verdicts
 from workshop.check.failures import explain_crash
-from workshop.check.launch import Report
+from workshop.check.report import Report
 
 SCRIPTS = Path(__file__).parent / "check_scripts"
 

@@ -43,7 +43,7 @@ from workshop.check.evidence import CHECK_NAMES, Check
 # The launcher's names and the verdicts are imported on first use: every rank of a check
 # imports workshop.check.runner, which must load nothing the learner's script does not (the
 # launcher brings workshop.launch and pandas: 0.25 CPU-s a rank).
-LAUNCH_NAMES = ("CheckError", "Report", "check_script")
+LAUNCH_NAMES = ("CheckError", "check_script")
 __all__ = ["CHECK_NAMES", "Check", "CheckError", "Report", "check_script", "judge"]
 
 
@@ -52,6 +52,10 @@ def __getattr__(name: str):
         from workshop.check import launch
 
         return getattr(launch, name)
+    if name == "Report":
+        from workshop.check.report import Report
+
+        return Report
     if name == "judge":
         from workshop.check.verdicts import judge
 
