@@ -16,6 +16,10 @@ graph (stateful, so ``tf.function`` always executes it); in eager mode it record
   (``MPI_LIB.horovod_allreduce`` ...), which ``horovod.tensorflow`` looks up at call time. What
   ``horovod_broadcast`` returns is fingerprinted when it has run: a variable assigned that value
   (``hvd.broadcast_variables``, the Keras broadcast callback) was set from rank 0.
+- ``hvd.join`` (``horovod.tensorflow.join``; ``horovod.tensorflow.keras`` does not export it):
+  the library's ``horovod_join``, which ``join`` looks up at call time: each call, with the
+  steps made before it and the last rank to join, when it runs (eagerly, or each time a traced
+  graph runs it).
 """
 
 from __future__ import annotations
@@ -281,6 +285,57 @@ def install_horovod_tf_ops(recorder: Recorder, mpi_ops) -> None:
         _track_in_flight(recorder, tf, library, name, op)
     counted("horovod_broadcast_inplace", variables, recorder.broadcasted)
     counted("horovod_broadcast_inplace_resource", variables, recorder.broadcasted)
+    _watch_join(recorder, tf, library)
+
+
+def _watch_join(recorder: Recorder, tf, library) -> None:
+    """Record each ``horovod_join`` (``hvd.join()``) when it runs: called after how many steps,
+    and what it returned (the last rank to join); in flight while it waits."""
+    import numpy as np
+
+    original = getattr(library, "horovod_join", None)
+    if original is None:
+        return
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        where, key, entry = recorder.where(), object(), []
+
+        def called(*_):
+            recorder.submitted(key, "join", None, where)
+            entry.append(recorder.join_called(where))
+            return np.int64(0)
+
+        def returned(last):
+            recorder.completed(key)
+            if entry:
+                recorder.join_returned(entry.pop(), int(np.asarray(last).reshape(-1)[0]))
+            return np.int64(0)
+
+        if tf.executing_eagerly():
+            recorder.safely("hvd.join", called)
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                recorder.safely("hvd.join", recorder.completed, key)
+                raise
+            recorder.safely("hvd.join", returned, result.numpy())
+            return result
+        marker = tf.numpy_function(
+            lambda: recorder.safely("hvd.join", called) or np.int64(0),
+            [],
+            tf.int64,
+            stateful=True,
+        )
+        with tf.control_dependencies([marker]):
+            result = original(*args, **kwargs)
+        tf.numpy_function(
+            lambda last: recorder.safely("hvd.join", returned, last) or np.int64(0),
+            [result], tf.int64, stateful=True,
+        )  # fmt: skip
+        return result
+
+    library.horovod_join = wrapper
 
 
 def _fingerprint_broadcasts(recorder: Recorder, tf, library) -> None:

@@ -20,6 +20,9 @@
   script that submitted each, until ``synchronize`` completes it. What a broadcast wrote (its
   output tensor) is fingerprinted at the next recorded step: a parameter holding that value
   was set from rank 0.
+- ``hvd.join`` (``horovod.torch.mpi_ops.join``, which ``horovod.torch`` imports after this
+  hook has replaced it): each call, with the steps made before it and what it returned (the
+  last rank to join); in flight (op ``join``) while it waits for the other ranks.
 - ``hvd.broadcast_object``: a Python object, counted apart (the resume epoch is not the
   parameters); tensors inside the object it returns (a broadcast ``state_dict``) count as
   broadcast values.
@@ -230,6 +233,8 @@ def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
     for function, op, name_at, output_at in _COLLECTIVES:
         watched(function, op, name_at, output_at)
 
+    _watch_join(recorder, mpi_ops)
+
     original_synchronize = mpi_ops.synchronize
 
     @functools.wraps(original_synchronize)
@@ -240,6 +245,33 @@ def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
             recorder.completed(handle)
 
     mpi_ops.synchronize = synchronize
+
+
+def _watch_join(recorder: Recorder, mpi_ops) -> None:
+    """Record each ``hvd.join()``: when it was called (after how many steps) and what it
+    returned; it is in flight while it waits for the ranks that have not joined yet."""
+    original = getattr(mpi_ops, "join", None)
+    if original is None:
+        return
+
+    def called(key):
+        where = recorder.where()
+        recorder.submitted(key, "join", None, where)
+        return recorder.join_called(where)
+
+    @functools.wraps(original)
+    def join(*args, **kwargs):
+        key = object()
+        entry = recorder.safely("hvd.join", called, key)
+        try:
+            last = original(*args, **kwargs)
+        finally:
+            recorder.safely("hvd.join", recorder.completed, key)
+        if entry is not None:
+            recorder.safely("hvd.join", recorder.join_returned, entry, last)
+        return last
+
+    mpi_ops.join = join
 
 
 def _tensors_in(value, torch, found: list, depth: int = 0) -> list:

@@ -36,6 +36,13 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
   Keras' ``fit``), at most :data:`MAX_DATA_SIZES`: the base of the chance level in ``sharded``;
 - ``samplers``: one ``{"shuffle", "num_replicas", "rank", "epoch"}`` per pass over a
   ``DistributedSampler`` (its ``__iter__``);
+- ``joins``: one entry per call of ``hvd.join()`` (uneven data: a rank that ran out of batches
+  answers the other ranks' allreduces with zeros until every rank has joined), in order:
+  ``{"steps", "started", "samples", "epoch", "where", "time", "last_rank", "waited_s"}``: the
+  optimizer steps made and begun and the samples fed before the call, the epoch of the last
+  ``DistributedSampler`` pass (None without one), the script's line, when it was called, and
+  once it returned, what it returned (the last rank to join) and how long it waited (None
+  while it never returned);
 - ``status`` (``ok``, ``error``, ``exit``), ``exit_code``, ``error`` (``{"type", "message",
   "traceback", "time"}``), ``left`` (``{"time"}`` when the script ended, and ``"frame"``,
   ``[file, line, code]`` of the script's ``sys.exit``) and ``seconds`` (from the process
@@ -130,6 +137,7 @@ class Recorder:
         self.saves: list[dict] = []
         self.data_sizes: list[int] = []
         self.samplers: list[dict] = []
+        self.joins: list[dict] = []
         self.allreduces = 0
         self.broadcasts = 0
         self.steps_started = 0
@@ -318,6 +326,29 @@ class Recorder:
                 }  # fmt: skip
             )
 
+    def join_called(self, where: tuple[str, int] | None) -> dict:
+        """``hvd.join()`` was called on the script's line ``where``: its entry in ``joins``
+        (:meth:`join_returned` completes it)."""
+        with self.lock:
+            entry = {
+                "steps": len(self.steps),
+                "started": self.steps_started,
+                "samples": len(self.samples),
+                "epoch": self.samplers[-1]["epoch"] if self.samplers else None,
+                "where": source_line(*where) if where else None,
+                "time": time.time(),
+                "last_rank": None,
+                "waited_s": None,
+            }
+            self.joins.append(entry)
+            return entry
+
+    def join_returned(self, entry: dict, last_rank) -> None:
+        """The ``hvd.join()`` of ``entry`` returned ``last_rank`` (every rank had joined)."""
+        with self.lock:
+            entry["last_rank"] = int(last_rank)
+            entry["waited_s"] = round(time.time() - entry["time"], 3)
+
     # -- the result file --------------------------------------------------------------------
     def to_dict(
         self, status: str, exit_code: int, error: dict | None = None, left: dict | None = None
@@ -337,6 +368,7 @@ class Recorder:
             "saves": self.saves,
             "data_sizes": self.data_sizes,
             "samplers": self.samplers,
+            "joins": self.joins,
             "allreduces": self.allreduces,
             "broadcasts": self.broadcasts,
             "steps_started": self.steps_started,

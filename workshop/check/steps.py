@@ -1,5 +1,15 @@
-"""Step and epoch counting: where each rank's epochs start, and whether the ranks made the same
-number of optimizer steps (unequal shards)."""
+"""Step and epoch counting: where each rank's epochs start, whether the ranks made the same
+number of optimizer steps (unequal shards), and whether ``hvd.join`` made up for it.
+
+``hvd.join()`` (Horovod 0.28.1: ``horovod/torch/mpi_ops.py`` ``join``, ``horovod/tensorflow/
+mpi_ops.py`` ``join``) is the documented way to train on uneven data: a rank that has run out of
+batches calls it, and until every rank has called it, Horovod's controller answers the other
+ranks' allreduces for it with zeros (``horovod/common/controller.cc``, ``joined_size``;
+``tensor_queue.cc`` allocates the zeros); an ``Average`` still divides by the full size
+(``gloo_operations.cc``). The joins cut each rank's steps into rounds (:func:`join_rounds`):
+the k-th step of a round on one rank is paired with the k-th step of the same round on the
+others, and the extra steps of a round on some ranks are covered by the others' join.
+"""
 
 from __future__ import annotations
 
@@ -66,6 +76,120 @@ def _epoch_batches(observed: dict) -> tuple[list[int], list[int], bool]:
     return batches, samples, observed.get("status", "ok") == "ok"
 
 
+def _count(observed: dict) -> int:
+    """Optimizer steps a rank made or began."""
+    return max(len(observed.get("steps") or []), observed.get("steps_started", 0))
+
+
+def join_rounds(observed: dict, total: int | None = None) -> list[int]:
+    """The optimizer steps one rank made in each round of ``hvd.join``: before its first join,
+    between each two, and after its last; ``[all its steps]`` when it never joined.
+
+    ``total``: the steps to share out (default: the steps made or begun)."""
+    total = _count(observed) if total is None else total
+    marks = [min(max(j.get("steps", 0), 0), total) for j in observed.get("joins") or []]
+    bounds = [0, *marks, total]
+    return [b - a for a, b in itertools.pairwise(bounds)]
+
+
+def paired_steps(ranks: list[dict]) -> list[tuple[int, ...]]:
+    """The steps Horovod averaged together: one index into each rank's ``steps`` per pair, in
+    order. Without joins, step k of every rank; with joins, step k of each join round on every
+    rank (the extra steps of a round on a rank, which the others' join covered, pair with none),
+    up to the last round every rank has reached."""
+    rounds = [join_rounds(r, len(r.get("steps") or [])) for r in ranks]
+    pairs: list[tuple[int, ...]] = []
+    starts = [0] * len(ranks)
+    for j in range(min(len(x) for x in rounds)):
+        column = [x[j] for x in rounds]
+        pairs.extend(tuple(start + k for start in starts) for k in range(min(column)))
+        starts = [start + n for start, n in zip(starts, column, strict=True)]
+    return pairs
+
+
+def _epoch_ends(observed: dict) -> list[int]:
+    """``len(samples)`` at the end of each of one rank's epochs (:func:`split_epochs`)."""
+    epochs, _ = split_epochs(observed)
+    return list(itertools.accumulate(len(epoch) for epoch in epochs))
+
+
+def _joined_epochs(observed: dict) -> set[int]:
+    """The epochs (0-based, :func:`split_epochs`) after whose last batch the rank called
+    ``hvd.join`` (before any batch of the next epoch)."""
+    at = {j.get("samples") for j in observed.get("joins") or []}
+    if not at or not observed.get("samples"):
+        return set()
+    return {e for e, end in enumerate(_epoch_ends(observed)) if end in at}
+
+
+def _where_joined(ranks: list[dict]) -> tuple[str, str]:
+    """Where the ranks called ``hvd.join``, in words (at the end of each epoch, once after the
+    last step, or how many times), and what a join round is there (``epoch``, ``join round``).
+    """
+    joins = len(ranks[0]["joins"])
+    ends = [_epoch_ends(r) for r in ranks]
+    if joins > 1 and all(
+        len(_joined_epochs(r)) == joins == len(e) for r, e in zip(ranks, ends, strict=True)
+    ):
+        return f"at the end of each of its {joins} epochs", "epoch"
+    if joins == 1 and all(r["joins"][0]["steps"] == _count(r) for r in ranks):
+        return "once, after its last step", "join round"
+    return f"{joins} times", "join round"
+
+
+def join_cover(ranks: list[dict]) -> str | None:
+    """How ``hvd.join`` made up for ranks that made different numbers of optimizer steps, or
+    None when it did not (or there was nothing to make up for).
+
+    The rule: every rank ran to the end (a finished run proves that each collective found its
+    partners), every rank called ``hvd.join`` the same number of times (a join completes only
+    when every rank has joined: a rank with one more would wait for ranks that had finished),
+    and every rank made the same number of steps after its last join (no join is left to cover
+    a difference there; usually none). Then the differences lie in join rounds, where the ranks
+    that ran out of batches joined and answered the others' allreduces with zeros. Joining at
+    the end of each epoch or once after the last step are both covered: the last step of
+    training is what join must follow.
+    """
+    if not ranks or any(r.get("status", "ok") != "ok" or not r.get("joins") for r in ranks):
+        return None
+    rounds = [join_rounds(r) for r in ranks]
+    if len({len(x) for x in rounds}) > 1 or len({x[-1] for x in rounds}) > 1:
+        return None
+    columns = list(zip(*rounds, strict=True))
+    if all(len(set(column)) == 1 for column in columns):
+        return None
+    extra = [sum(n - min(column) for n, column in zip(x, columns, strict=True)) for x in rounds]
+    counts = [_count(r) for r in ranks]
+    steps = ", ".join(f"rank {r['env_rank']} {c}" for r, c in zip(ranks, counts, strict=True))
+    joined = "; ".join(
+        f"rank {r['env_rank']} made {c} steps and joined"
+        for r, c, e in zip(ranks, counts, extra, strict=True)
+        if e == 0
+    )
+    where, unit = _where_joined(ranks)
+    covered = []
+    for r, x, e in zip(ranks, rounds, extra, strict=True):
+        if e == 0:
+            continue
+        per = [
+            n - min(column) for n, column in zip(x, columns, strict=True) if len(set(column)) > 1
+        ]
+        detail = (
+            f" ({per[0]} in each of {len(per)} {unit}s)"
+            if len(set(per)) == 1 and len(per) > 1
+            else ""
+        )
+        covered.append(f"rank {r['env_rank']}'s {e} extra step{'s' if e != 1 else ''}{detail}")
+    text = (
+        f"the ranks made different numbers of optimizer steps ({steps}) and every rank called "
+        f"hvd.join {where}: "
+        + (f"{joined}; " if joined else "")
+        + f"hvd.join covered {' and '.join(covered)}, averaged with zeros from the ranks that "
+        "had joined"
+    )
+    return text
+
+
 def unequal_steps(ranks: list[dict]) -> str | None:
     """Why the ranks make different numbers of optimizer steps, or None when they do not.
 
@@ -76,7 +200,13 @@ def unequal_steps(ranks: list[dict]) -> str | None:
     another rank's next step, and the last one waits for a rank that has finished. Epochs are
     those of :func:`split_epochs`; a rank whose complete epochs differ among themselves (an
     unseeded shuffle of the whole data, cut at random) is not compared epoch by epoch.
+
+    ``hvd.join`` makes up for the difference in a finished run (:func:`join_cover`); in one
+    that crashed or hung, an epoch after which both ranks compared called ``hvd.join`` is not
+    compared either.
     """
+    if join_cover(ranks) is not None:
+        return None
     counts = [max(len(r.get("steps") or []), r.get("steps_started", 0)) for r in ranks]
     per_rank = [_epoch_batches(r) for r in ranks]
     finished = [r.get("status", "ok") == "ok" for r in ranks]
@@ -86,11 +216,15 @@ def unequal_steps(ranks: list[dict]) -> str | None:
         for batches, _, done in per_rank
     )
     if regular and not uneven:
+        joined = [_joined_epochs(r) for r in ranks]
         for a, b in itertools.permutations(range(len(ranks)), 2):
             batches_a, _, _ = per_rank[a]
             batches_b, _, done_b = per_rank[b]
             complete_b = len(batches_b) if done_b else len(batches_b) - 1
-            if any(batches_a[e] > batches_b[e] for e in range(min(complete_b, len(batches_a)))):
+            if any(
+                batches_a[e] > batches_b[e] and e not in joined[a] & joined[b]
+                for e in range(min(complete_b, len(batches_a)))
+            ):
                 uneven = True
                 break
     if not uneven:

@@ -5,8 +5,9 @@ Each practice's verdict is a function of ``ranks``, the per-rank observation dic
 returns a :class:`Check`: ``ok`` is True (the practice held), False (it did not) or None (a
 warning: it could not be judged, or it is advice rather than an error), and ``evidence`` says
 why in numbers. They live one module each in :mod:`workshop.check.practices`; the fixes in
-:mod:`workshop.check.fixes`; step counting in :mod:`workshop.check.steps`. :func:`judge` runs
-them all; the names are re-exported here, the one place the rest of the package imports from.
+:mod:`workshop.check.fixes`; step counting (and what ``hvd.join`` covered) in
+:mod:`workshop.check.steps`. :func:`judge` runs them all; the names are re-exported here, the
+one place the rest of the package imports from.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from workshop.check.practices.checkpoint import check_rank0_checkpoint
 from workshop.check.practices.init import check_init
 from workshop.check.practices.lr import check_lr_scaled
 from workshop.check.practices.sharded import check_sharded
-from workshop.check.steps import split_epochs, unequal_steps
+from workshop.check.steps import join_cover, paired_steps, split_epochs, unequal_steps
 
 __all__ = [
     "CHECK_NAMES",
@@ -33,7 +34,9 @@ __all__ = [
     "check_lr_scaled",
     "check_rank0_checkpoint",
     "check_sharded",
+    "join_cover",
     "judge",
+    "paired_steps",
     "ranks_text",
     "split_epochs",
     "style_of",

@@ -6,30 +6,34 @@ import math
 
 from workshop.check.evidence import Check, differing, no_steps
 from workshop.check.fixes import EQUAL_STEPS_FIX
-from workshop.check.steps import unequal_steps
+from workshop.check.steps import join_cover, paired_steps, unequal_steps
 
 
 def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
     """The gradients each step applied were identical on every rank, and Horovod reduced; the
-    ranks made the same number of steps (:func:`unequal_steps`)."""
+    ranks made the same number of steps (:func:`unequal_steps`), or ``hvd.join`` covered the
+    extra steps (:func:`join_cover`; the steps compared are those Horovod paired,
+    :func:`paired_steps`)."""
     if (empty := no_steps(ranks)) is not None:
         return empty
     unequal = unequal_steps(ranks)
     if unequal is not None:
         return Check(False, unequal, fix=EQUAL_STEPS_FIX[style])
-    counts = [len(r["steps"]) for r in ranks]
-    steps = min(counts)
+    joined = join_cover(ranks)
+    pairs = paired_steps(ranks)
+    steps = len(pairs)
     bad = []
-    for k in range(steps):
-        grads = [r["steps"][k]["grads"] for r in ranks]
+    for k, pair in enumerate(pairs):
+        grads = [r["steps"][i]["grads"] for r, i in zip(ranks, pair, strict=True)]
         differ, total = differing(grads)
         if differ:
-            bad.append((k + 1, differ, total))
+            bad.append((k + 1, differ, total, pair))
     reduced = ranks[0]["steps"][-1]["allreduces"]
     if bad:
-        k, differ, total = bad[0]
+        k, differ, total, pair = bad[0]
         norms = " vs ".join(
-            f"{math.sqrt(sum(g[1] ** 2 for g in r['steps'][k - 1]['grads'])):.4g}" for r in ranks
+            f"{math.sqrt(sum(g[1] ** 2 for g in r['steps'][i]['grads'])):.4g}"
+            for r, i in zip(ranks, pair, strict=True)
         )
         names = ", ".join(str(r["env_rank"]) for r in ranks)
         return Check(
@@ -47,6 +51,13 @@ def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
             f"gradients identical on all {len(ranks)} ranks at each of {steps} "
             "steps, but Horovod allreduced nothing: every rank computed the same "
             "gradients from the same samples (see sharded)",
+        )
+    if joined is not None:
+        return Check(
+            True,
+            f"gradients identical on all {len(ranks)} ranks at each of the {steps} steps they "
+            f"made together ({tensors} tensors; {reduced} tensors allreduced on rank "
+            f"{ranks[0]['env_rank']}); {joined}",
         )
     return Check(
         True,
