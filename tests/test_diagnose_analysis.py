@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import diagnose as d
-from workshop.findings.diagnose import diagnose, diagnose_lines, verdict_line
+from workshop.findings.diagnose import BETWEEN, diagnose, diagnose_lines, verdict_line
 from workshop.readers.runs import read_step_times
 
 
@@ -116,6 +116,28 @@ def run_record(**config) -> dict:
     return {"status": "ok", "config": base | config}
 
 
+def test_a_number_beyond_the_healthy_range_is_a_suspicion_in_the_first_line():
+    # issue 49: rank 1 computes 1.25x rank 0 (lower quartiles 12.5 / 10 ms): beyond the healthy
+    # runs' largest 1.1, short of a finding (1.375): not "nothing wrong", but a suspicion with
+    # its number, its rank and what would settle it
+    metrics = pd.DataFrame({"lr": [0.02]})
+    between = diagnose(
+        run_record(), metrics, steps_frame({0: [10] * 6, 1: [12.5] * 6}), None, REFERENCE, "t"
+    )
+    assert between["findings"] == [] and not between["healthy"]
+    assert between["beyond_healthy"] == ["straggler"]
+    assert verdict_line(between) == (
+        "most likely: no finding, but suspect: straggler 1.25 (rank 1), beyond the healthy "
+        "runs' largest 1.1, short of a finding (1.38). To settle it: " + BETWEEN["straggler"]
+    )
+    # near miss: 1.08 lies inside the healthy range (1.0-1.1): nothing wrong, and said so
+    inside = diagnose(
+        run_record(), metrics, steps_frame({0: [10] * 6, 1: [10.8] * 6}), None, REFERENCE, "t"
+    )
+    assert inside["healthy"] and inside["suspects"] == []
+    assert verdict_line(inside).startswith("most likely: nothing wrong: every evidence number")
+
+
 def test_a_setting_without_effect_is_a_note_and_one_with_effect_a_finding():
     steps = steps_frame({0: [10] * 5, 1: [10.5] * 5})
     metrics = pd.DataFrame({"lr": [0.02]})  # linear: 0.01 x 64 / 32 = 0.02, ratio 1
@@ -194,7 +216,13 @@ def test_a_setting_number_is_a_finding_only_with_the_setting():
     assert [f["problem"] for f in off["findings"]] == ["fusion_off"]
     # the same number with fusion on: the gradients become ready apart for another reason
     on = diagnose(run_record(fusion_threshold_mb=None), metrics, empty, tl, reference, "t")
-    assert on["healthy"] and any("default setting" in n for n in on["notes"])
+    assert on["findings"] == [] and any("default setting" in n for n in on["notes"])
+    # ... but 8 lies far beyond the healthy runs' 2.5: not "nothing wrong" (issue 49)
+    assert not on["healthy"] and on["beyond_healthy"] == ["fusion_off"]
+    assert verdict_line(on).startswith(
+        "most likely: no finding, but suspect: fusion_off 8, beyond the healthy runs' largest "
+        "2.5, no finding with this run's settings"
+    )
     # a timeline alone (no run.json): the setting is unknown, the number is the finding
     alone = diagnose({}, metrics, empty, tl, reference, "t")
     assert [f["problem"] for f in alone["findings"]] == ["fusion_off"]

@@ -11,9 +11,11 @@ the healthy reference, the fix; built from :mod:`workshop.analysis.diagnose`.
      "notes": ["..."], "measured": [...every number, finding or not...], "reference": "...",
      "beyond_healthy": ["straggler", ...]}
 
-``beyond_healthy`` names the problems whose number lies outside the healthy runs' range but
-short of where a finding starts: "nothing wrong" is then not what the evidence says (a note
-says what it does say).
+``beyond_healthy`` names the problems whose number lies outside the healthy runs' range with
+no finding of their own (short of where a finding starts, or a setting at Horovod's default),
+and ``suspects`` gives each with its number, the healthy edge and what would settle it: the
+run is then not ``healthy``, and the verdict names them as suspicions. "Nothing wrong" only
+when every number lies within the healthy range.
 
 and :func:`diagnose_lines` the text.
 """
@@ -267,21 +269,46 @@ def diagnose(
             "allreduces; fix the oversubscription and measure again before acting on "
             f"{'it' if len(distorted) == 1 else 'them'}.",
         )
-    between = _beyond_healthy(table, seen, settings)
+    suspects = _beyond_healthy(table, seen)
     notes += [
         f"{row['problem']}: {_evidence_text(row)}, beyond the healthy runs' "
-        f"{'largest' if MEASURES[row['measure']].bad == 'high' else 'smallest'} "
-        f"({_reference_text(row)}) but short of where a finding starts "
-        f"({_num(row['threshold'])}): {BETWEEN.get(row['problem'], BETWEEN_DEFAULT)}"
-        for row in between
+        f"{_edge_word(row)} ({_reference_text(row)}) but short of where a finding starts "
+        f"({_num(row['threshold'])}): {_settle(row)}"
+        for row in suspects
+        if row["severity"] < 1 and row["problem"] not in settings
     ]
     return {
-        "healthy": not findings,
+        "healthy": not findings and not suspects,
         "findings": findings,
         "notes": notes,
         "measured": measured,
         "reference": source,
-        "beyond_healthy": [row["problem"] for row in between],
+        "beyond_healthy": [row["problem"] for row in suspects],
+        "suspects": [_suspect(row) for row in suspects],
+    }
+
+
+def _edge_word(row: dict) -> str:
+    return "largest" if MEASURES[row["measure"]].bad == "high" else "smallest"
+
+
+def _settle(row: dict) -> str:
+    return BETWEEN.get(row["problem"], BETWEEN_DEFAULT)
+
+
+def _suspect(row: dict) -> dict:
+    """A number beyond the healthy range that is no finding, as the verdict names it."""
+    high = MEASURES[row["measure"]].bad == "high"
+    return {
+        "problem": row["problem"],
+        "measure": row["measure"],
+        "value": round(float(row["value"]), 6),
+        "rank": None if pd.isna(row["rank"]) else int(row["rank"]),
+        "edge": round(float(row["max"] if high else row["min"]), 6),
+        "edge_word": _edge_word(row),
+        "threshold": round(float(row["threshold"]), 6),
+        "below_threshold": bool(row["severity"] < 1),
+        "settle": _settle(row) if row["severity"] < 1 else "see the notes",
     }
 
 
@@ -303,15 +330,18 @@ BETWEEN_DEFAULT = (
 )
 
 
-def _beyond_healthy(table: pd.DataFrame, seen: set[str], settings: dict) -> list[dict]:
-    """The rows whose number lies outside the healthy runs' range but short of a finding's
-    threshold (one per problem), for problems with no finding, no note and no setting."""
+def _beyond_healthy(table: pd.DataFrame, seen: set[str]) -> list[dict]:
+    """The rows whose number lies outside the healthy runs' range, in the bad direction, with
+    no finding of their own and no found problem that explains them (one per problem): the
+    run is then not "healthy", whatever the reason it is no finding (short of the threshold, a
+    setting left at Horovod's default)."""
     rows, problems = [], set()
+    explained = {p for cause in seen for p in EXPLAINS.get(cause, ())}
     for row in table.to_dict("records"):
         measure = MEASURES[row["measure"]]
-        if measure.supporting or row["problem"] in seen | problems | set(settings):
+        if measure.supporting or row["problem"] in seen | problems | explained:
             continue
-        if pd.isna(row["value"]) or row["severity"] >= 1:
+        if pd.isna(row["value"]):
             continue
         high = measure.bad == "high"
         if (row["value"] > row["max"]) if high else (row["value"] < row["min"]):
@@ -439,25 +469,34 @@ def diagnose_text(run_dir: str | Path, baseline: str | Path | None = None) -> st
 
 
 def verdict_line(result: dict) -> str:
-    """The first line: the most likely problem and its number, or that the run looks
-    healthy."""
-    if result["healthy"] and result.get("beyond_healthy"):
-        names = result["beyond_healthy"]
+    """The first line: the most likely problem and its number; else each number beyond the
+    healthy range named as a suspicion, with what would settle it; else that the run looks
+    healthy (every number within the healthy range)."""
+    if result["findings"]:
+        top = result["findings"][0]
+        title = TITLES[top["problem"]]
+        if top["problem"] in ("straggler", "crashed") and top.get("rank") is not None:
+            title += f", rank {top['rank']}"
+        return f"most likely: {title}: {top['evidence'].split(' (')[0]}"
+    suspects = result.get("suspects") or []
+    if suspects:
+        said = []
+        for s in suspects:
+            rank = f" (rank {s['rank']})" if s["rank"] is not None else ""
+            short = (
+                f"short of a finding ({_num(s['threshold'])})"
+                if s["below_threshold"]
+                else "no finding with this run's settings"
+            )
+            said.append(
+                f"{s['problem']} {_num(s['value'])}{rank}, beyond the healthy runs' "
+                f"{s['edge_word']} {_num(s['edge'])}, {short}"
+            )
         return (
-            "most likely: nothing wrong: no number reaches a finding, though "
-            f"{'the number' if len(names) == 1 else 'the numbers'} of {', '.join(names)} "
-            f"{'lies' if len(names) == 1 else 'lie'} beyond the healthy runs' range (see the "
-            "notes)"
+            f"most likely: no finding, but suspect: {'; '.join(said)}. To settle it: "
+            f"{suspects[0]['settle']}"
         )
-    if result["healthy"]:
-        return (
-            "most likely: nothing wrong: every evidence number lies within the healthy reference"
-        )
-    top = result["findings"][0]
-    title = TITLES[top["problem"]]
-    if top["problem"] in ("straggler", "crashed") and top.get("rank") is not None:
-        title += f", rank {top['rank']}"
-    return f"most likely: {title}: {top['evidence'].split(' (')[0]}"
+    return "most likely: nothing wrong: every evidence number lies within the healthy reference"
 
 
 def diagnose_lines(result: dict) -> list[str]:
