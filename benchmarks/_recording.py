@@ -1,7 +1,7 @@
 """What every benchmark script in ``benchmarks/`` records beside its numbers: the command, when
 it started and ended, the machine's load before and after (a shared machine's load is part of
 the result), and the commit it ran. Versions and host come from
-:func:`workshop.launch.run.provenance` where a script adds them.
+:func:`workshop.launch.record.provenance` where a script adds them.
 
     from _recording import run_record, started_now  # python benchmarks/NAME.py: this folder
                                                      # is on the path
@@ -100,8 +100,8 @@ def write_result(
     out: Path, record: dict, started: str, load_before: list[float] | tuple[float, ...]
 ) -> Path:
     """Write ``out/result.json``: ``record`` with the run (:func:`run_record`) and the versions
-    and host (:func:`workshop.launch.run.provenance`) beside it; return its path."""
-    from workshop.launch.run import provenance
+    and host (:func:`workshop.launch.record.provenance`) beside it; return its path."""
+    from workshop.launch.record import provenance
 
     out.mkdir(parents=True, exist_ok=True)
     path = out / "result.json"

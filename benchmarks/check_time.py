@@ -33,7 +33,7 @@ from pathlib import Path
 from _recording import flock_held, run_record, started_now
 
 from workshop.launch.horovodrun import horovodrun_command
-from workshop.launch.run import provenance as run_provenance
+from workshop.launch.record import provenance as run_provenance
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "tests" / "check_scripts"

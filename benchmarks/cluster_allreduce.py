@@ -142,7 +142,7 @@ def main() -> int:
         return 0
     from workshop.cluster import emulate
     from workshop.cluster.spec import ClusterSpec
-    from workshop.launch.run import provenance
+    from workshop.launch.record import provenance
 
     started, load = started_now()
     configs = args.configs.split(",")

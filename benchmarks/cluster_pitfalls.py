@@ -118,7 +118,7 @@ def main() -> int:
         return 0
     from workshop.cluster import emulate
     from workshop.cluster.spec import ClusterSpec
-    from workshop.launch.run import provenance
+    from workshop.launch.record import provenance
 
     args.out.mkdir(parents=True, exist_ok=True)
     started, load = started_now()

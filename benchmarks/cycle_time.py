@@ -35,7 +35,7 @@ from pathlib import Path
 
 from _recording import run_record, spread, started_now
 
-from workshop.launch.run import provenance
+from workshop.launch.record import provenance
 
 BASELINE_MS = 1.0
 

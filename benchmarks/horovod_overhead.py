@@ -104,7 +104,7 @@ def write_result(
     out: Path, args: argparse.Namespace, samples: dict, runs: list, started: str, load
 ) -> None:
     """result.json: every repeat, min / median / max, the per-repeat ratios, provenance."""
-    from workshop.launch.run import provenance
+    from workshop.launch.record import provenance
 
     plain, np1, np2 = samples["plain"], samples["hvd-np1"], samples["hvd-np2"]
     result = {

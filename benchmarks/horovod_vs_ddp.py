@@ -29,7 +29,7 @@ from pathlib import Path
 from _recording import run_record, spread, started_now
 
 from workshop import lessons
-from workshop.launch.run import provenance
+from workshop.launch.record import provenance
 
 KINDS = ("horovod", "ddp")
 

@@ -137,7 +137,7 @@ def healthy_reference(runs: list[dict], result_dir: Path) -> dict:
         else:
             row |= {"min": None, "median": None, "max": None}
         rows.append(row)
-    from workshop.launch.run import provenance
+    from workshop.launch.record import provenance
 
     where = result_dir.resolve()
     root = data_dir().resolve().parent

@@ -9,12 +9,8 @@ from pathlib import Path
 import pytest
 
 from workshop.launch.horovodrun import rank_environment
-from workshop.launch.run import (
-    RunConfig,
-    launch_command,
-    new_run_dir,
-    recorded_env,
-)
+from workshop.launch.record import recorded_env
+from workshop.launch.run import RunConfig, launch_command, new_run_dir
 from workshop.runspec import horovod_variables
 
 

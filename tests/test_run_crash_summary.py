@@ -14,7 +14,7 @@ import pytest
 
 from workshop.analysis.failure import attribute
 from workshop.launch.programs import find_program
-from workshop.launch.run import _failure_message
+from workshop.launch.record import failure_message
 from workshop.readers.exits import rank_ends_in
 
 SCRIPT = Path(__file__).parent / "check_scripts" / "torch_horovod_errors.py"
@@ -24,7 +24,7 @@ def _message(run_dir: Path, exit_code: int, statuses: dict[int, str] | None = No
     """``workshop run``'s failure message of a run folder's logs (2 ranks)."""
     for rank, status in (statuses or {}).items():
         (run_dir / "logs" / f"rank.{rank}.status").write_text(status + "\n")
-    return _failure_message(run_dir, exit_code, attribute(rank_ends_in(run_dir, 2)))
+    return failure_message(run_dir, exit_code, attribute(rank_ends_in(run_dir, 2)))
 
 
 def _horovod_error_run(run_dir: Path, error: str) -> int:

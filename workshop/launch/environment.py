@@ -62,7 +62,7 @@ def run_overview(root: Path | None = None) -> dict:
 
 def diagnose_environment() -> tuple[dict, list[str]]:
     """Facts about this environment and the problems found (each with its fix)."""
-    from workshop.launch.run import provenance
+    from workshop.launch.record import provenance
     from workshop.train.data import available_offline
 
     facts = provenance()

@@ -8,26 +8,30 @@ the run directory is the same, so the notebooks analyse cluster runs unchanged.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import platform
 import re
 import shlex
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
-from workshop.analysis.failure import attribute
 from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
-from workshop.findings.failure import failure_lines, launcher_problem
+from workshop.findings.failure import launcher_problem
 from workshop.launch.horovodrun import horovodrun_command, rank_environment
 from workshop.launch.programs import find_program, program_path_env
+from workshop.launch.record import (
+    failure_message,
+    failure_record,
+    hosts_seen,
+    provenance,
+    rank_statuses,
+    recorded_env,
+    result_fields,
+    write_json,
+)
 from workshop.launch.stopping import (
     end_on_parent_death,
     ignore_stop_signals,
@@ -37,7 +41,7 @@ from workshop.launch.stopping import (
     stop_on_signals,
 )
 from workshop.paths import runs_dir
-from workshop.readers.exits import oom_in_log, oom_kill_count, rank_ends_in
+from workshop.readers.exits import oom_kill_count
 from workshop.readers.runs import launcher_identity
 from workshop.runspec import (
     FRAMEWORK_PROGRAMS,
@@ -47,27 +51,6 @@ from workshop.runspec import (
     horovodrun_flags,
     program_arguments,
 )
-
-# run.json's "env": an allowlist of what changes how a run behaves (learners hand run.json in
-# and commit it, so nothing else from their environment goes there), and never a secret.
-ENV_RECORDED_PREFIXES = ("HOROVOD_", "OMPI_", "NCCL_", "GLOO_", "OMP_", "TF_CPP_", "WORKSHOP_")
-ENV_RECORDED_NAMES = frozenset(
-    {
-        "CUDA_VISIBLE_DEVICES",
-        "TF_USE_LEGACY_KERAS",
-        "TF_NUM_INTRAOP_THREADS",
-        "TF_NUM_INTEROP_THREADS",
-        "MKL_NUM_THREADS",
-        "OPENBLAS_NUM_THREADS",
-        "LD_PRELOAD",
-        "SAVE_ALL_TASKS",
-        "COBALT_JOBID",
-        "PBS_JOBID",
-        "SLURM_JOB_ID",
-    }
-)
-ENV_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
-REDACTED = "<redacted>"
 
 
 class RunError(RuntimeError):
@@ -230,87 +213,6 @@ def launch_command(
     return command, env
 
 
-def recorded_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment variables run.json records (see docs/run-directory.md).
-
-    Only the allowlisted ones (Horovod's, Open MPI's, NCCL's, Gloo's, thread counts, visible
-    GPUs, TensorFlow's Keras and log switches, the workshop's, batch job ids); a name that
-    looks like a secret (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL) is listed as ``<redacted>``.
-    Terraform's ``TF_TOKEN_*`` / ``TF_VAR_*`` share TensorFlow's prefix and are not recorded.
-    """
-    recorded = {}
-    for key, value in sorted(env.items()):
-        if key in ENV_RECORDED_NAMES or key.startswith(ENV_RECORDED_PREFIXES):
-            recorded[key] = REDACTED if ENV_SECRET.search(key) else value
-    return recorded
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def provenance() -> dict:
-    """Versions and host facts recorded in run.json."""
-    from workshop.launch.profiler import mpi_version
-
-    mpi = mpi_version() or None
-    cpu = (
-        next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")
-            ),
-            platform.processor(),
-        )
-        if Path("/proc/cpuinfo").exists()
-        else platform.processor()
-    )
-    gpus = []
-    if shutil.which("nvidia-smi"):
-        result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-        gpus = [line for line in result.stdout.splitlines() if line.startswith("GPU")]
-    import psutil
-
-    return {
-        "versions": {
-            "python": platform.python_version(),
-            "torch": _version("torch"),
-            "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
-            "tf_keras": _version("tf-keras") or _version("tf_keras"),
-            "horovod": _version("horovod"),
-            "mpi": mpi,
-            "workshop": _version("workshop"),
-        },
-        "host": {
-            "hostname": socket.gethostname(),
-            "cores": os.cpu_count(),
-            "platform": platform.platform(),
-            "cpu": cpu,
-            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "gpus": gpus,
-        },
-    }
-
-
-def write_json(path: Path, payload: dict) -> None:
-    """Write JSON atomically (a reader never sees half a file)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    tmp.replace(path)
-
-
-def _rank_statuses(run_dir: Path, np: int) -> dict[int, str]:
-    statuses = {}
-    for rank in range(np):
-        path = run_dir / "logs" / f"rank.{rank}.status"
-        statuses[rank] = path.read_text().strip() if path.exists() else "missing"
-    return statuses
-
-
 def _stop_leftovers(run_dir: Path) -> None:
     """Kill any rank still alive after the launcher ended (e.g. after Ctrl-C)."""
     kill_marked(str(run_dir))
@@ -431,13 +333,13 @@ def run_one(
 
             stop_job_daemons(cluster.record["nodes"], since=started_wall)
         record |= _ended_fields(run_dir, config.np, start, launch_exit_code, stopped_by)
-        record |= _result_fields(run_dir, record["data"])
+        record |= result_fields(run_dir, record["data"])
         if cluster:
-            record["cluster"]["rank_hosts_seen"] = _hosts_seen(run_dir, config.np)
+            record["cluster"]["rank_hosts_seen"] = hosts_seen(run_dir, config.np)
         if cluster and record["status"] == "failed":
             record["first_failure"] = _cluster_failure(run_dir, cluster)
         if record["status"] == "failed":
-            found, record["failure"] = _failure(run_dir, config.np, oom_kills_before)
+            found, record["failure"] = failure_record(run_dir, config.np, oom_kills_before)
             launcher_log = run_dir / "logs" / "launcher.log"
             if launcher_log.exists():
                 record["launcher_problem"] = launcher_problem(
@@ -454,7 +356,7 @@ def run_one(
         )
     if record["status"] != "ok":
         failure = record.get("failure") or {}
-        message = _failure_message(
+        message = failure_message(
             run_dir, launch_exit_code, found, config.framework,
             oom_kills=failure.get("oom_kills"), oom_in_log=failure.get("oom_in_log"),
         )  # fmt: skip
@@ -476,40 +378,6 @@ def _cluster_failure(run_dir: Path, cluster: ClusterLaunch) -> dict | None:
     text = log.read_text(errors="replace") if log.exists() else ""
     hosts = {int(rank): host for rank, host in cluster.record["rank_hosts"].items()}
     return first_failure(text, hosts)
-
-
-def _failure(
-    run_dir: Path, np: int, oom_kills_before: int | None
-) -> tuple[dict | None, dict | None]:
-    """Which rank started the failure and which failed as a consequence
-    (:func:`workshop.analysis.failure.attribute` of the run's logs), and what run.json keeps
-    of it (``failure``): the same, the ranks' errors without their tracebacks (those stay in
-    the logs), with the out-of-memory kills the cgroup counted during the run and the
-    launcher's words for one."""
-    found = attribute(rank_ends_in(run_dir, np))
-    if found is None:
-        return None, None
-    after = oom_kill_count()
-    launcher_log = run_dir / "logs" / "launcher.log"
-    text = launcher_log.read_text(errors="replace") if launcher_log.exists() else ""
-
-    def brief(end: dict) -> dict:
-        error = end.get("error")
-        return end | {"error": {k: error[k] for k in ("type", "message")} if error else None}
-
-    return found, {
-        "cause": brief(found["cause"]),
-        "also": [brief(e) for e in found["also"]],
-        "consequences": [brief(e) for e in found["consequences"]],
-        "oom_kills": after - oom_kills_before if None not in (after, oom_kills_before) else None,
-        "oom_in_log": oom_in_log(text),
-    }
-
-
-def _hosts_seen(run_dir: Path, np: int) -> dict[str, str | None]:
-    """The hostname each rank reported (``logs/rank.N.host``, written inside a cluster)."""
-    paths = {rank: run_dir / "logs" / f"rank.{rank}.host" for rank in range(np)}
-    return {str(r): p.read_text().strip() if p.exists() else None for r, p in paths.items()}
 
 
 def _require_horovodrun(config: RunConfig) -> None:
@@ -581,7 +449,7 @@ def _ended_fields(
     run_dir: Path, np: int, start: float, launch_exit_code: int | None, stopped_by: int | None
 ) -> dict:
     """What run.json adds when the run has ended: its status and exit code, and each rank's."""
-    statuses = _rank_statuses(run_dir, np)
+    statuses = rank_statuses(run_dir, np)
     failed = [rank for rank, state in statuses.items() if state == "failed"]
     if stopped_by is not None:
         status, exit_code = "interrupted", 128 + stopped_by
@@ -599,37 +467,3 @@ def _ended_fields(
         "rank_status": statuses,
         "failed_ranks": failed,
     }
-
-
-def _result_fields(run_dir: Path, data: dict) -> dict:
-    """What run.json takes from rank 0's summary.json, when the run got that far."""
-    summary_path = run_dir / "summary.json"
-    if not summary_path.exists():
-        return {}
-    result = json.loads(summary_path.read_text())
-    return {
-        "result": result,
-        "data": result.get("data", data),
-        "device": result.get("device"),
-        "devices": result.get("devices"),
-    }
-
-
-def _failure_message(
-    run_dir: Path,
-    exit_code: int | None,
-    found: dict | None,
-    framework: str = "torch",
-    oom_kills: int | None = None,
-    oom_in_log: str | None = None,
-) -> str:
-    """The failed run in words, cause first (:func:`workshop.findings.failure.failure_lines`
-    of :func:`workshop.analysis.failure.attribute`'s ``found``)."""
-    lines = [f"run failed (launcher exit code {exit_code}); run directory {run_dir}"]
-    logs = run_dir / "logs"
-    if found is None:
-        lines.append(f"  no rank reported a failure; see {logs / 'launcher.log'}")
-        return "\n".join(lines)
-    style = "torch" if framework == "torch" else "tf"
-    said = failure_lines(found, logs=logs, style=style, oom_kills=oom_kills, oom_in_log=oom_in_log)
-    return "\n".join(lines + [f"  {line}" for line in said])

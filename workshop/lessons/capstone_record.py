@@ -84,7 +84,7 @@ def record_case(case: str, root: Path, *, repeats: int = REPEATS, replace: bool 
     Raises:
         FileExistsError: the folder exists and ``replace`` is False.
     """
-    from workshop.launch.run import provenance
+    from workshop.launch.record import provenance
 
     spec = CASES[case]
     folder = root / case

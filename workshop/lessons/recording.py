@@ -45,7 +45,7 @@ RUNS = {
 
 
 def _provenance() -> dict:
-    from workshop.launch.run import provenance
+    from workshop.launch.record import provenance
 
     return provenance() | {
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
