@@ -361,15 +361,17 @@ def test_workshop_run_records_its_status_in_the_room(tmp_path, horovod_ready, cp
 
 def test_real_unix_users_in_a_group_room(tmp_path):
     """4 learners and an instructor as Unix users sharing a group, the room made as the guide
-    says (chmod 2770): the learners write at once, the instructor (in the group) sees the
-    table, a user outside the group cannot list the room."""
+    says (workshop room --init DIR --group G): the learners write at once, the instructor (in
+    the group) sees the table, a user outside the group cannot list the room."""
     with unix_users(6, group=True) as (users, group):
         *learners, instructor, outsider = users
         outsider["groups"] = []
         folder = group["base"] / "room"
-        folder.mkdir()
-        os.chown(folder, 0, group["gid"])
-        folder.chmod(0o2770)
+        assert room.make_room(folder, group["name"])[1] == []
+        assert (folder.stat().st_gid, oct(folder.stat().st_mode & 0o7777)) == (
+            group["gid"],
+            "0o3770",
+        )
         sources = group["base"] / "recorded"
         go = group["base"] / "go"
         names = dict(zip(["ana", "ben", "cai", "dee"], learners, strict=True))
@@ -406,7 +408,13 @@ def test_real_unix_users_in_a_group_room(tmp_path):
             "cai": (0, "05.1", "ok", 0),
             "dee": (3, "", "failed", 0),
         }
-        print(as_user(instructor, ["-m", "workshop.cli", "room", str(folder)]).stdout)
+        text = as_user(instructor, ["-m", "workshop.cli", "room", str(folder)]).stdout
+        print(text)
+        # each folder is its learner's own: nothing refused, no warning about the folder
+        assert text.splitlines()[-1] == (
+            "identity: Unix accounts (the room is root's): a folder and its records count only "
+            "for the account that owns them"
+        )
         denied = as_user(outsider, ["-m", "workshop.cli", "room", str(folder)])
         assert denied.returncode == 1
         assert denied.stderr.strip() == (
@@ -524,6 +532,8 @@ def test_room_widget_shows_the_cli_table_and_refreshes_itself(tmp_path, monkeypa
         assert "background" in rows[0]  # good is stuck on 05.2
         assert "session-2.json: a JSON list, not an object" in rows[1]
         assert bytes(chart.value).startswith(b"\x89PNG")  # the progress chart of plot/room.py
+        # under the table, the room's notes: one account (this test's) wrote every folder
+        assert "<p>identity: one account (" in table.value.split("</table>")[1]
         # A learner's check arrives: the live panel shows it without a call.
         monkeypatch.setenv("WORKSHOP_ROOM", str(tmp_path))
         monkeypatch.setenv("JUPYTERHUB_USER", "ivy")
@@ -554,3 +564,4 @@ def test_room_widget_static_prints_the_cli_table(tmp_path, capsys, monkeypatch):
     assert room_widget.room_view(tmp_path, static=True) is None
     out = capsys.readouterr().out
     assert out.startswith(f"room {tmp_path}: 3 learners, 1 stuck")
+    assert "\nidentity: one account (" in out  # room_notes under the table, as the command

@@ -19,6 +19,25 @@ Files, each a JSON object with ``"format": FORMAT`` and ``"learner"``:
   ``"check"``, with long texts cut (the traceback to its last :data:`MAX_TRACEBACK`
   characters, each other text to :data:`MAX_CHECK_TEXT`).
 
+Who writes (issue 50). The room folder's owner decides how a learner is named, one rule for
+both sides (:func:`room_identity`):
+
+- **Unix accounts** (an HPC centre's hub; the room made by the instructor or root,
+  ``workshop room --init DIR --group G``): the session runs as another account than the room's
+  owner, so its name is that account's (uid to name), never ``$JUPYTERHUB_USER``: when the
+  variable names someone else, the account wins and the session says so once. The learner's
+  folder must be owned by that account: a folder someone else made under the learner's name is
+  never written into (said once: which account owns it, what the instructor should do), and
+  root, who is no learner there, records nothing.
+- **Single account** (a hub with a container per learner, all running as one account such as
+  ``jovyan``, the room made by that account): the session runs as the room's owner, so the
+  file system cannot tell learners apart; ``$JUPYTERHUB_USER`` (else the login name) names the
+  learner, and only the hub, which sets it per container, vouches for it.
+
+:func:`make_room` makes the folder with the bits a room of several accounts needs
+(:data:`ROOM_BITS`: set-group-id, sticky, group rwx) and :func:`room_folder_problems` says
+which are missing.
+
 Every write is a temporary file in the same folder then :func:`os.replace`: a reader sees the
 old or the new file, never half of one. Sizes are bounded: :data:`MAX_EXERCISES` exercises per
 session, :data:`MAX_SESSIONS` session files, :data:`MAX_RUNS` run files and :data:`MAX_CHECKS`
@@ -28,9 +47,12 @@ check files per learner (the oldest are removed), :data:`MAX_TEXT` characters pe
 from __future__ import annotations
 
 import getpass
+import grp
 import json
 import os
+import pwd
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -48,6 +70,12 @@ MAX_TRACEBACK = 4000
 MAX_TEXT = 300
 MAX_FILE_BYTES = 64 * 1024
 LEARNER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+HUB_USER_ENV = "JUPYTERHUB_USER"
+UNIX_ACCOUNTS = "unix accounts"
+SINGLE_ACCOUNT = "single account"
+# rwxrws--T: the group (the room) may add folders, set-group-id gives each new folder the
+# room's group (the instructor reads it), sticky keeps a folder for the account that made it.
+ROOM_BITS = stat.S_ISGID | stat.S_ISVTX | stat.S_IRWXU | stat.S_IRWXG
 
 _SESSION = {"id": f"{int(time.time())}-{os.getpid()}-{uuid.uuid4().hex[:8]}", "exercises": {}}
 _WARNED: set[str] = set()
@@ -59,19 +87,171 @@ def room_dir() -> Path | None:
     return Path(value).expanduser() if value else None
 
 
-def learner_name() -> str:
-    """This learner's name in the room: ``$JUPYTERHUB_USER`` (one Unix account may serve
-    several hub users), else the login name.
+def account_name(uid: int) -> str:
+    """The account name of ``uid``, or ``"uid N"`` when it has none."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def room_identity(room_uid: int, writer_uids) -> str:
+    """How the room names its learners: :data:`SINGLE_ACCOUNT` when every writer is the room
+    folder's owner (one account writes it all: only the hub's variable tells learners apart),
+    else :data:`UNIX_ACCOUNTS` (a folder or record counts for the account that owns it).
+
+    The learner side asks with its own uid; the reader with the owners of the entries it finds.
+    A learner cannot turn a room of Unix accounts into a single-account one: whatever they
+    make is owned by them, not by the room's owner.
+
+    >>> room_identity(0, [0, 0]), room_identity(0, [0, 1001]), room_identity(1000, [])
+    ('single account', 'unix accounts', 'single account')
+    """
+    return SINGLE_ACCOUNT if all(uid == room_uid for uid in writer_uids) else UNIX_ACCOUNTS
+
+
+def learner_name(room: Path | None = None) -> str:
+    """This learner's name in ``room`` (default: ``$WORKSHOP_ROOM``).
+
+    In a room of Unix accounts (:func:`room_identity`), the name of the account this process
+    runs as; else (a single-account room, or no room) ``$JUPYTERHUB_USER``, else the login name.
 
     Raises:
-        ValueError: a name that is not a plain folder name (letters, digits, ``._-``).
+        ValueError: a name that is not a plain folder name (letters, digits, ``._-``), or an
+            account without a name.
+        PermissionError: root in a room of Unix accounts (root is no learner there).
+        OSError: the room folder cannot be looked at.
     """
-    name = os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+    room = room if room is not None else room_dir()
+    uid = os.geteuid()
+    room_uid = room.stat().st_uid if room is not None else uid
+    if room_identity(room_uid, [uid]) == UNIX_ACCOUNTS:
+        if uid == 0:
+            raise PermissionError(
+                f"{room} is owned by {account_name(room_uid)}, a room of Unix accounts, where "
+                "root is no learner: root records nothing there (run the lesson as the "
+                "learner's account)"
+            )
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            raise ValueError(
+                f"this session's uid {uid} has no account name to record under"
+            ) from None
+    else:
+        name = os.environ.get(HUB_USER_ENV) or getpass.getuser()
     if not LEARNER_NAME.match(name):
         raise ValueError(
             f"learner name {name!r} cannot name a folder in the room: letters, digits, . _ - only"
         )
     return name
+
+
+def room_folder_problems(mode: int) -> list[str]:
+    """What a room folder with ``mode`` (its ``st_mode``) lacks to keep each learner's folder
+    theirs; nothing when only its owner may write it (a single-account room).
+
+    >>> for problem in room_folder_problems(0o40770):  # drwxrwx---, as made by hand
+    ...     print(problem)
+    not sticky (chmod +t): a learner can remove or rename another learner's folder
+    not set-group-id (chmod g+s): each learner's folder gets their own group, which the instructor may not be in
+    >>> room_folder_problems(0o43770), room_folder_problems(0o40700)
+    ([], [])
+    """  # noqa: E501
+    problems = []
+    if not mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return problems
+    if not mode & stat.S_ISVTX:
+        problems.append(
+            "not sticky (chmod +t): a learner can remove or rename another learner's folder"
+        )
+    if mode & stat.S_IWGRP and not mode & stat.S_ISGID:
+        problems.append(
+            "not set-group-id (chmod g+s): each learner's folder gets their own group, which "
+            "the instructor may not be in"
+        )
+    if mode & stat.S_IWOTH:
+        problems.append(
+            "writable by every account on the machine (chmod o-w): anyone, not only the "
+            "room's group, may add a folder"
+        )
+    return problems
+
+
+def make_room(folder: Path, group: str | None = None) -> tuple[list[str], list[str]]:
+    """Make the room folder, or check an existing one, as a room of several accounts needs it:
+    :data:`ROOM_BITS` (``rwxrws--T``: set-group-id, sticky, group rwx, nothing for others),
+    group ``group`` when given. Its owner (or root) fixes what is missing; anyone else is told.
+
+    Args:
+        folder: the room folder (its parents are made as needed).
+        group: the group every learner and the instructor are in (default: the folder's).
+
+    Returns:
+        ``(done, wrong)``: what was made (``["made DIR"]``) or fixed, and what is still wrong
+        (each a sentence). An existing folder keeps its other bits: only write for others is
+        taken away; a new one is exactly ``rwxrws--T``.
+
+    Raises:
+        ValueError: ``group`` is no group on this machine.
+        OSError: the folder cannot be made or changed (e.g. a group its maker is not in).
+    """
+    try:
+        gid = grp.getgrnam(group).gr_gid if group else -1
+    except KeyError:
+        raise ValueError(f"--group {group!r}: no such group on this machine") from None
+    done, wrong = [], []
+    made = not os.path.lexists(folder)
+    if made:
+        folder.mkdir(mode=0o700, parents=True)  # nothing for others, whatever the umask
+    found = folder.lstat()
+    if not stat.S_ISDIR(found.st_mode):
+        kind = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder"
+        return done, [f"{folder} is {kind}: give the room folder itself"]
+    mine = os.geteuid() in (0, found.st_uid)
+    ask = f"ask its owner {account_name(found.st_uid)} to run: workshop room --init {folder}"
+    if gid not in (-1, found.st_gid):
+        if mine:
+            try:
+                os.chown(folder, -1, gid)
+            except PermissionError as exc:
+                raise PermissionError(
+                    f"{folder}: cannot give it the group {group} ({exc.strerror}): run as a "
+                    f"member of {group}, or as root"
+                ) from exc
+            done.append(f"group set to {group}")
+        else:
+            wrong.append(f"its group is {group_name(found.st_gid)}, not {group}: {ask}")
+    mode = stat.S_IMODE(found.st_mode)
+    wanted = (mode | ROOM_BITS) & ~stat.S_IWOTH
+    added, removed = wanted & ~mode, mode & ~wanted
+    if added or removed:
+        change = [f"added {_bit_names(added)}"] if added else []
+        change += ["removed write for others"] if removed else []
+        if mine:
+            folder.chmod(wanted)
+            done.append("; ".join(change))
+        else:
+            lacks = [f"it lacks {_bit_names(added)}"] if added else []
+            lacks += ["others may write it"] if removed else []
+            wrong.append(f"{'; '.join(lacks)}: {ask}")
+    return ([f"made {folder}"] if made else done), wrong
+
+
+def group_name(gid: int) -> str:
+    """The name of group ``gid``, or ``"gid N"`` when it has none."""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return f"gid {gid}"
+
+
+def _bit_names(bits: int) -> str:
+    names = [
+        (stat.S_ISGID, "set-group-id"), (stat.S_ISVTX, "sticky"), (stat.S_IRWXU, "owner rwx"),
+        (stat.S_IRWXG, "group rwx"),
+    ]  # fmt: skip
+    return ", ".join(name for bit, name in names if bits & bit)
 
 
 def write_json(path: Path, payload: dict) -> None:
@@ -100,8 +280,27 @@ def write_json(path: Path, payload: dict) -> None:
 def _learner_dir(room: Path) -> Path:
     if not room.is_dir():
         raise FileNotFoundError(f"{ROOM_ENV}={room}: no such folder (the instructor makes it)")
-    folder = room / learner_name()
-    folder.mkdir(mode=0o750, exist_ok=True)
+    name = learner_name(room)
+    hub_user = os.environ.get(HUB_USER_ENV)
+    if hub_user and hub_user != name:
+        _say_once(
+            f"(room: recording as {name!r}, the Unix account this session runs as; "
+            f"{HUB_USER_ENV}={hub_user!r} does not name a learner in a room of Unix accounts)"
+        )
+    folder = room / name
+    try:
+        folder.mkdir(mode=0o750)
+    except FileExistsError:
+        pass
+    found = folder.lstat()
+    if found.st_uid != os.geteuid() or not stat.S_ISDIR(found.st_mode):
+        what = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder"
+        what = what if found.st_uid == os.geteuid() else f"owned by {account_name(found.st_uid)}"
+        raise PermissionError(
+            f"{folder} is {what}, not {name}'s own folder: nothing is written there. The "
+            f"instructor should remove it (rm -r {folder}); your next record then goes in, "
+            "and your results stay in your own run folders meanwhile"
+        )
     return folder
 
 
@@ -117,6 +316,10 @@ def _write_record(room: Path, name: str, pattern: str, keep: int, problem: str, 
     room could not be written."""
     try:
         folder = _learner_dir(room)
+    except (OSError, ValueError) as exc:
+        _warn_once(str(exc))  # the room's problem, not this record's: said once for all
+        return False
+    try:
         path = folder / name
         write_json(path, _payload(folder, **fields))
         _prune(folder, pattern, keep, path)
@@ -128,9 +331,13 @@ def _write_record(room: Path, name: str, pattern: str, keep: int, problem: str, 
 
 def _warn_once(problem: str) -> None:
     # A room that cannot be written must not break the lesson: say so once, go on.
-    if problem not in _WARNED:
-        _WARNED.add(problem)
-        print(f"(room: not recorded: {problem})", file=sys.stderr)
+    _say_once(f"(room: not recorded: {problem})")
+
+
+def _say_once(text: str) -> None:
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(text, file=sys.stderr)
 
 
 def _payload(folder: Path, **fields) -> dict:

@@ -10,7 +10,7 @@ ROOM_COLUMNS = [
     "learner", "right", "furthest", "current", "current_tries", "current_wrong",
     "current_right", "stuck_on", "last_check", "last_check_missing", "last_check_verdict",
     "last_check_error", "last_run", "last_run_status", "last_run_error", "last_seen_s",
-    "bad_files", "problems",
+    "bad_files", "problems", "refused_files",
 ]  # fmt: skip
 
 
@@ -70,7 +70,9 @@ def room_table(room) -> pd.DataFrame:
         ``last_check_error`` (its error's first line); ``last_run``, ``last_run_status``,
         ``last_run_error`` (of the run recorded last, "" if none); ``last_seen_s`` (Unix
         seconds of the learner's latest record, NaN if none); ``bad_files`` (how many files
-        could not be used) and ``problems`` (each with its reason, "; "-joined).
+        could not be used) and ``problems`` (each with its reason, "; "-joined);
+        ``refused_files`` (files in the learner's folder that another account made, or links:
+        not counted, named in ``room.refused``).
     """
     merged = learner_exercises(room.exercises)
     rows = []
@@ -79,6 +81,7 @@ def room_table(room) -> pd.DataFrame:
         runs = room.runs[room.runs["learner"] == learner].sort_values("written_s")
         checks = room.checks[room.checks["learner"] == learner].sort_values("written_s")
         troubles = room.problems[room.problems["learner"] == learner]
+        refused = room.refused[(room.refused["learner"] == learner) & (room.refused["file"] != "")]
         row = dict.fromkeys(ROOM_COLUMNS, "")
         row.update(learner=learner, right=int(mine["right"].sum()), last_seen_s=math.nan)
         row.update(current_tries=0, current_wrong=0, current_right=False)
@@ -112,6 +115,7 @@ def room_table(room) -> pd.DataFrame:
             )
             row["last_seen_s"] = _latest(row["last_seen_s"], last["written_s"])
         row["bad_files"] = len(troubles)
+        row["refused_files"] = len(refused)
         row["problems"] = "; ".join(
             f"{t.file}: {t.problem}" if t.file else t.problem for t in troubles.itertuples()
         )

@@ -7,6 +7,8 @@ import time
 
 import pandas as pd
 
+from workshop.room import UNIX_ACCOUNTS
+
 MAX_CELL = 60
 
 
@@ -51,8 +53,69 @@ def _run(row) -> str:
     return f"{text}: {row.last_run_error}" if row.last_run_error else text
 
 
-def room_text(table: pd.DataFrame, *, folder: str = "", now: float | None = None) -> str:
-    """The room as a text table, one line per learner, then each learner's bad files.
+def _files(row) -> str:
+    found = [f"{row.bad_files} unreadable"] if row.bad_files else []
+    found += [f"{row.refused_files} not theirs"] if row.refused_files else []
+    return f"{', '.join(found)} (below)" if found else "ok"
+
+
+def room_notes(room) -> list[str]:
+    """What the room's file system says, in sentences: how learners are named (the room's
+    identity), each entry not counted because another account made it, and what the room
+    folder lacks.
+
+    Args:
+        room: a :class:`workshop.readers.room.Room`.
+
+    >>> from workshop.readers.room import Room
+    >>> empty = pd.DataFrame()
+    >>> refused = pd.DataFrame([{"learner": "ben", "file": "", "owner": "ana",
+    ...                          "problem": "owned by ana"}])
+    >>> for line in room_notes(Room("/r", ["ana"], *[empty] * 4, refused, "unix accounts",
+    ...                             "root", ["not sticky (chmod +t): ..."])):
+    ...     print(line)
+    identity: Unix accounts (the room is root's): a folder and its records count only for the account that owns them
+    /r/ben is owned by ana: not counted as ben's
+    what is not counted is kept out of every row: remove it (rm -r PATH, as root or the room's owner root); the learner's next record then goes in
+    /r: not sticky (chmod +t): ... (workshop room --init /r, run by its owner, adds what is missing)
+    """  # noqa: E501
+    folder = str(room.folder)
+    if room.identity == UNIX_ACCOUNTS:
+        notes = [
+            f"identity: Unix accounts (the room is {room.owner}'s): a folder and its records "
+            "count only for the account that owns them"
+        ]
+    elif room.learners:
+        notes = [
+            f"identity: one account ({room.owner}) writes every folder: each folder is named "
+            "by the hub's variable (JUPYTERHUB_USER, set per container), which the file "
+            "system cannot check"
+        ]
+    else:
+        notes = [f"identity: no learner folder yet (the room is {room.owner}'s)"]
+    for entry in room.refused.itertuples():
+        path = f"{folder}/{entry.learner}" + (f"/{entry.file}" if entry.file else "")
+        whose = f"in {entry.learner}'s row" if entry.file else f"as {entry.learner}'s"
+        made = f" (made by {entry.owner})" if entry.problem == "a link" else ""
+        notes.append(f"{path} is {entry.problem}{made}: not counted {whose}")
+    if len(room.refused):
+        notes.append(
+            "what is not counted is kept out of every row: remove it (rm -r PATH, as root or "
+            f"the room's owner {room.owner}); the learner's next record then goes in"
+        )
+    notes += [
+        f"{folder}: {problem} (workshop room --init {folder}, run by its owner, adds what is "
+        "missing)"
+        for problem in room.folder_problems
+    ]
+    return notes
+
+
+def room_text(
+    table: pd.DataFrame, *, folder: str = "", now: float | None = None, room=None
+) -> str:
+    """The room as a text table, one line per learner, then each learner's bad files and, with
+    ``room``, :func:`room_notes` (the room's identity, what is not counted, the folder's bits).
 
     "last check" is the last ``workshop check``: "all hold", "missing broadcast, sharded", or
     its verdict when the script did not run to its end ("STALLED: ...", "CRASHED: ...").
@@ -61,6 +124,7 @@ def room_text(table: pd.DataFrame, *, folder: str = "", now: float | None = None
         table: :func:`workshop.analysis.room.room_table`.
         folder: the room folder, named in the title line.
         now: the time, Unix seconds, for "seen ... ago" (default: now).
+        room: the :class:`workshop.readers.room.Room` the table was made from.
     """
     now = time.time() if now is None else now
     stuck = int((table["stuck_on"] != "").sum()) if len(table) else 0
@@ -78,7 +142,7 @@ def room_text(table: pd.DataFrame, *, folder: str = "", now: float | None = None
             _cut(_check(row), 40),
             _cut(_run(row)),
             _ago(row.last_seen_s, now),
-            f"{row.bad_files} unreadable (below)" if row.bad_files else "ok",
+            _files(row),
         ]
         for row in table.itertuples()
     ]
@@ -89,4 +153,5 @@ def room_text(table: pd.DataFrame, *, folder: str = "", now: float | None = None
     for row in table.itertuples():
         if row.problems:
             lines.append(f"{row.learner}: unreadable: {_cut(row.problems, 300)}")
+    lines += room_notes(room) if room is not None else []
     return "\n".join(lines)

@@ -3,18 +3,35 @@
 The files are written by :mod:`workshop.room`. Anything else found in a learner's folder
 (garbage, a half-written file, a file of another format version, a file too large) becomes a
 line in :attr:`Room.problems` for that learner; reading never stops at one bad file.
+
+Who wrote what (issue 50): in a room of Unix accounts (:func:`workshop.room.room_identity`)
+a folder counts only when the account that owns it has the folder's name, and a record only
+when it is owned by that same account; anything else (a folder made under another learner's
+name, a file planted or renamed into someone's folder, a link) is not counted and goes into
+:attr:`Room.refused`, for the view to name. In a single-account room the owner tells nothing
+(one account wrote everything) and the folder's name is the learner's, as the hub's variable
+gave it; links are refused there too.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from workshop.room import FORMAT, MAX_FILE_BYTES
+from workshop.room import (
+    FORMAT,
+    MAX_FILE_BYTES,
+    UNIX_ACCOUNTS,
+    account_name,
+    room_folder_problems,
+    room_identity,
+)
 
 EXERCISE_COLUMNS = [
     "learner", "session", "exercise", "tries", "wrong", "right", "first_s", "last_s", "last_ok",
@@ -27,6 +44,7 @@ CHECK_COLUMNS = [
     "learner", "script", "exit_code", "missing", "warnings", "verdict", "error", "written_s",
 ]  # fmt: skip
 PROBLEM_COLUMNS = ["learner", "file", "problem"]
+REFUSED_COLUMNS = ["learner", "file", "owner", "problem"]
 # A temporary file younger than this is a write in flight, not one a crash left behind.
 PARTIAL_AFTER_S = 60.0
 
@@ -46,6 +64,14 @@ class Room:
             ``exit_code``, ``np``, ``framework``, ``duration_s``, ``error`` (first line),
             ``written_s`` (Unix seconds the record was written).
         problems: one row per file that could not be used: ``learner``, ``file``, ``problem``.
+        refused: one row per entry not counted because of who made it: ``learner`` (the folder
+            name, the learner it claims to be), ``file`` ("" for the folder itself), ``owner``
+            (the account that owns it, "uid N" for one without a name), ``problem`` ("owned by
+            ana", "a link"). A refused folder has no row of its own.
+        identity: :data:`workshop.room.UNIX_ACCOUNTS` or :data:`workshop.room.SINGLE_ACCOUNT`.
+        owner: the account that owns the room folder.
+        folder_problems: what the room folder lacks to keep each folder its maker's
+            (:func:`workshop.room.room_folder_problems`).
         checks: one row per recorded ``workshop check``: ``learner``, ``script``,
             ``exit_code`` (0 every practice holds, 1 one is missing, 2 not judged to the end),
             ``missing`` and ``warnings`` (the practices that failed / warned, ", "-joined),
@@ -59,20 +85,33 @@ class Room:
     runs: pd.DataFrame
     problems: pd.DataFrame
     checks: pd.DataFrame
+    refused: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=REFUSED_COLUMNS))
+    identity: str = UNIX_ACCOUNTS
+    owner: str = ""
+    folder_problems: list[str] = field(default_factory=list)
 
 
-def _load(path: Path) -> tuple[dict | None, str]:
+def _load(path: Path, owner_uid: int | None) -> tuple[dict | None, str]:
+    # Opened without following a link and without waiting on a pipe; the owner is checked on
+    # the open file, so a file swapped in after the folder was listed is caught too.
     try:
-        size = path.stat().st_size
-        if size > 2 * MAX_FILE_BYTES:
-            return None, f"{size} bytes, over the {2 * MAX_FILE_BYTES} a record may have"
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        return None, f"not JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})"
-    except UnicodeDecodeError:
-        return None, "not text (bytes that are not UTF-8)"
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         return None, f"cannot read ({exc.strerror})"
+    with open(handle, "rb") as opened:
+        found = os.fstat(opened.fileno())
+        if owner_uid is not None and found.st_uid != owner_uid:
+            return None, f"replaced meanwhile by a file of {account_name(found.st_uid)}"
+        if found.st_size > 2 * MAX_FILE_BYTES:
+            return None, f"{found.st_size} bytes, over the {2 * MAX_FILE_BYTES} a record may have"
+        try:
+            record = json.loads(opened.read(2 * MAX_FILE_BYTES + 1).decode("utf-8"))
+        except json.JSONDecodeError as exc:
+            return None, f"not JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})"
+        except UnicodeDecodeError:
+            return None, "not text (bytes that are not UTF-8)"
+        except OSError as exc:
+            return None, f"cannot read ({exc.strerror})"
     if not isinstance(record, dict):
         return None, f"a JSON {type(record).__name__}, not an object"
     if record.get("format") != FORMAT:
@@ -153,35 +192,53 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _read_learner(folder: Path, now: float) -> tuple[list[dict], ...]:
+class _Accounts(dict):
+    """uid -> account name, each looked up once per reading."""
+
+    def __missing__(self, uid: int) -> str:
+        self[uid] = account_name(uid)
+        return self[uid]
+
+
+def _read_learner(
+    folder: Path, found: os.stat_result, now: float, owner_uid: int | None, accounts: _Accounts
+) -> tuple[list[dict], ...]:
     learner = folder.name
-    exercises, runs, problems, checks = [], [], [], []
+    exercises, runs, problems, checks, refused = [], [], [], [], []
 
     def problem(file: str, text: str) -> None:
         problems.append({"learner": learner, "file": file, "problem": text})
 
-    if not folder.is_dir():
+    if not stat.S_ISDIR(found.st_mode):
         problem("", "not a folder (a learner's records go in DIR/<name>/)")
-        return exercises, runs, problems, checks
+        return exercises, runs, problems, checks, refused
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
         problem("", f"cannot list the folder ({exc.strerror})")
-        return exercises, runs, problems, checks
+        return exercises, runs, problems, checks, refused
     for path in entries:
         name = path.name
+        try:
+            entry = path.lstat()
+        except OSError:
+            continue  # replaced or removed meanwhile
+        if stat.S_ISLNK(entry.st_mode) or (owner_uid is not None and entry.st_uid != owner_uid):
+            owner = accounts[entry.st_uid]
+            why = "a link" if stat.S_ISLNK(entry.st_mode) else f"owned by {owner}"
+            refused.append({"learner": learner, "file": name, "owner": owner, "problem": why})
+            continue
         if name.startswith(".") and name.endswith(".tmp"):
-            try:
-                age = now - path.stat().st_mtime
-            except OSError:
-                continue  # replaced meanwhile: the write finished
-            if age > PARTIAL_AFTER_S:
+            if now - entry.st_mtime > PARTIAL_AFTER_S:
                 problem(name, "a partial write left behind (a session stopped mid-write)")
             continue
         if not (name.endswith(".json") and name.startswith(("session-", "run-", "check-"))):
             problem(name, "not a room record (session-, run- or check-*.json)")
             continue
-        record, trouble = _load(path)
+        if not stat.S_ISREG(entry.st_mode):
+            problem(name, "not a file")
+            continue
+        record, trouble = _load(path, owner_uid)
         if record is None:
             problem(name, trouble)
             continue
@@ -196,11 +253,15 @@ def _read_learner(folder: Path, now: float) -> tuple[list[dict], ...]:
             runs += [row] if row else []
         if trouble:
             problem(name, trouble)
-    return exercises, runs, problems, checks
+    return exercises, runs, problems, checks, refused
 
 
 def read_room(folder: str | Path, *, now: float | None = None) -> Room:
     """Read every learner's records under ``folder`` (``DIR/<learner>/*.json``).
+
+    In a room of Unix accounts, an entry whose owner's account name is not its name, a record
+    owned by another account than its folder's, and any link are not read: they are rows of
+    :attr:`Room.refused`.
 
     Args:
         folder: the room folder (``WORKSHOP_ROOM`` of the learners).
@@ -219,21 +280,35 @@ def read_room(folder: str | Path, *, now: float | None = None) -> Room:
         raise FileNotFoundError(f"room {folder}: not a folder (give the learners' WORKSHOP_ROOM)")
     now = time.time() if now is None else now
     try:
-        entries = sorted(folder.iterdir())
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise PermissionError(
             f"room {folder}: cannot list it ({exc.strerror}): the instructor needs read access"
         ) from exc
-    exercises, runs, problems, checks, learners = [], [], [], [], []
+    found = {}
     for entry in entries:
-        if entry.name.startswith("."):
+        try:
+            found[entry] = entry.lstat()
+        except OSError:
+            continue  # removed meanwhile
+    room = folder.stat()
+    identity = room_identity(room.st_uid, [entry.st_uid for entry in found.values()])
+    accounts = _Accounts()
+    exercises, runs, problems, checks, refused, learners = [], [], [], [], [], []
+    for entry, entry_stat in found.items():
+        owner = accounts[entry_stat.st_uid]
+        if stat.S_ISLNK(entry_stat.st_mode) or (identity == UNIX_ACCOUNTS and owner != entry.name):
+            why = "a link" if stat.S_ISLNK(entry_stat.st_mode) else f"owned by {owner}"
+            refused.append({"learner": entry.name, "file": "", "owner": owner, "problem": why})
             continue
         learners.append(entry.name)
-        found = _read_learner(entry, now)
-        exercises += found[0]
-        runs += found[1]
-        problems += found[2]
-        checks += found[3]
+        owner_uid = entry_stat.st_uid if identity == UNIX_ACCOUNTS else None
+        found_here = _read_learner(entry, entry_stat, now, owner_uid, accounts)
+        exercises += found_here[0]
+        runs += found_here[1]
+        problems += found_here[2]
+        checks += found_here[3]
+        refused += found_here[4]
     return Room(
         folder,
         learners,
@@ -241,4 +316,8 @@ def read_room(folder: str | Path, *, now: float | None = None) -> Room:
         pd.DataFrame(runs, columns=RUN_COLUMNS),
         pd.DataFrame(problems, columns=PROBLEM_COLUMNS),
         pd.DataFrame(checks, columns=CHECK_COLUMNS),
+        pd.DataFrame(refused, columns=REFUSED_COLUMNS),
+        identity,
+        accounts[room.st_uid],
+        room_folder_problems(room.st_mode),
     )

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from workshop.analysis.room import room_progress, room_table
-from workshop.findings.room import room_text
+from workshop.findings.room import room_notes, room_text
 from workshop.plot.room import plot_room_progress
 from workshop.readers.room import read_room
 from workshop.widgets.explorers import static_mode
@@ -38,6 +38,7 @@ SHOWN = {
     "last_run_status": "run status",
     "bad_files": "unreadable files",
     "problems": "why unreadable",
+    "refused_files": "files not theirs",
 }
 
 
@@ -58,6 +59,11 @@ def room_html(table: pd.DataFrame) -> str:
         rows.append(f"<tr{style}>{cells}</tr>")
     heading = "".join(f"<th>{html.escape(name)}</th>" for name in shown.columns)
     return f"<table><thead><tr>{heading}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def notes_html(room) -> str:
+    """:func:`workshop.findings.room.room_notes` as HTML paragraphs (shown under the table)."""
+    return "".join(f"<p>{html.escape(note)}</p>" for note in room_notes(room))
 
 
 def _png(progress: pd.DataFrame) -> bytes:
@@ -88,9 +94,9 @@ def room_view(folder: str | Path, *, every_s: float = 5.0, live: bool = True, st
             widget (default: :func:`workshop.widgets.explorers.static_mode`, as under papermill).
 
     Returns:
-        An ``ipywidgets.VBox`` (a "live" toggle and the time of the last refresh, the table,
-        the chart) with ``refresh()`` (re-read the folder now) and ``stop()`` (end the
-        refreshing thread); None in static mode.
+        An ``ipywidgets.VBox`` (a "live" toggle and the time of the last refresh, the table
+        with the room's notes under it, the chart) with ``refresh()`` (re-read the folder
+        now) and ``stop()`` (end the refreshing thread); None in static mode.
 
     Raises:
         FileNotFoundError: ``folder`` is not a folder.
@@ -102,7 +108,7 @@ def room_view(folder: str | Path, *, every_s: float = 5.0, live: bool = True, st
     folder = Path(folder)
     room = read_room(folder)  # a wrong folder is said here, not on each refresh
     if static if static is not None else static_mode():
-        print(room_text(room_table(room), folder=str(folder)))
+        print(room_text(room_table(room), folder=str(folder), room=room))
         plot_room_progress(room_progress(room))
         plt.show()
         return None
@@ -122,7 +128,7 @@ def room_view(folder: str | Path, *, every_s: float = 5.0, live: bool = True, st
             except (FileNotFoundError, PermissionError) as exc:  # removed or locked meanwhile
                 seen.value = f"<b>{html.escape(str(exc))}</b>"
                 return
-            table.value = room_html(room_table(room))
+            table.value = room_html(room_table(room)) + notes_html(room)
             chart.value = _png(room_progress(room))
             seen.value = f"{folder}: read at {time.strftime('%H:%M:%S')}, every {every_s:g} s"
 
