@@ -784,6 +784,8 @@ def test_unequal_shards_are_explained_with_both_step_counts(tmp_path, cpu_lock, 
     report = run_check("torch_unequal_shards.py", tmp_path, base_run=False)
     assert report.exit_code == 2, report.text()
     assert "HorovodInternalError" in report.error
+    # the cause first: rank 1 left (it finished) while rank 0 still waited for it
+    assert report.error.startswith("rank 1 left first: its script ended after 40 steps")
     assert "rank 1 finished (rank 1 after 40 steps) and shut Horovod down" in report.error
     assert "rank 0 21 steps per epoch (501 samples); rank 1 20 steps per epoch (500 samples)" in (
         report.error

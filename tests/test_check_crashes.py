@@ -227,7 +227,12 @@ def test_horovod_shut_down_names_the_rank_that_left_first():
 def test_live_horovod_shut_down_after_a_rank_exited(tmp_path, cpu_lock, horovod_ready):
     report = _check("exit", tmp_path)
     assert report.exit_code == 2
-    assert report.error.startswith("the script crashed on rank 0: HorovodInternalError: Horovod")
+    # the cause first (issue 49): rank 1's exit with its line; rank 0's shutdown follows it
+    assert report.error.startswith(
+        "the script exited with status 3 on rank 1 (sys.exit) at line 46 of "
+        "torch_horovod_errors.py (sys.exit(3)); then rank 0 failed at line 59"
+    )
+    assert "(HorovodInternalError: Horovod has been shut down" in report.error
     assert "What happened: rank 1 left first (sys.exit: rank 1 status 3)" in report.error
     assert 'at line 59 of torch_horovod_errors.py (hvd.allreduce(loss, name="loss"))' in (
         report.error
