@@ -70,6 +70,13 @@ def test_uneven_shards_that_join_each_epoch_are_averaged_and_say_what_join_cover
         "joined; hvd.join covered rank 0's 16 extra steps (8 in each of 2 epochs)"
     ) in averaged.evidence
     assert not averaged.fix
+    assert "parameters differ" not in averaged.evidence
+    # The joined rank skipped rank 0's extra steps: when the final parameters differ, say so.
+    ranks[0]["final_params"], ranks[1]["final_params"] = [["p0", 1.0]], [["p1", 1.0]]
+    averaged = verdicts.judge(ranks)["averaged"]
+    assert averaged.ok is True
+    assert "so the parameters differ between ranks at the end" in averaged.evidence
+    assert "root_rank=hvd.join()" in averaged.evidence
 
 
 def test_unequal_steps_without_join_fail_exactly_as_before():
@@ -235,3 +242,5 @@ def test_uneven_shards_with_join_pass_workshop_check(tmp_path, cpu_lock, horovod
     assert "(rank 0 48, rank 1 32)" in averaged
     assert "every rank called hvd.join at the end of each of its 2 epochs" in averaged
     assert "rank 1 made 32 steps and joined; hvd.join covered rank 0's 16 extra steps" in averaged
+    # rank 1 joined and skipped rank 0's extra steps: their final parameters differ
+    assert "so the parameters differ between ranks at the end" in averaged

@@ -187,6 +187,14 @@ def join_cover(ranks: list[dict]) -> str | None:
         + f"hvd.join covered {' and '.join(covered)}, averaged with zeros from the ranks that "
         "had joined"
     )
+    finals = [r.get("final_params") for r in ranks]
+    if all(finals) and len({tuple(p[0] for p in f) for f in finals}) > 1:
+        text += (
+            "; the ranks that joined did not apply those steps, so the parameters differ "
+            "between ranks at the end (keep rank 0's model, or after each join broadcast from "
+            "the last rank to join: hvd.broadcast_parameters(model.state_dict(), "
+            "root_rank=hvd.join()))"
+        )
     return text
 
 
