@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from jupyter_client.manager import KernelManager
 
-from workshop.widgets import explorers
+from workshop import kernel
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -102,17 +102,17 @@ def _assert_static(cell: nbformat.NotebookNode) -> None:
 
 @pytest.mark.parametrize(("value", "static"), [("1", True), ("0", False)])
 def test_the_variable_still_decides(monkeypatch, value, static):
-    monkeypatch.setattr(sys, "argv", ["ipykernel_launcher", explorers.NBCLIENT_KERNEL_ARGUMENT])
-    monkeypatch.setattr(explorers, "unattended_kernel", lambda: not static)
+    monkeypatch.setattr(sys, "argv", ["ipykernel_launcher", kernel.NBCLIENT_KERNEL_ARGUMENT])
+    monkeypatch.setattr(kernel, "unattended_kernel", lambda: not static)
     monkeypatch.setenv("WORKSHOP_STATIC_WIDGETS", value)
-    assert explorers.static_mode() is static
+    assert kernel.static_mode() is static
 
 
 def test_outside_a_kernel_nothing_changes(monkeypatch):
     # A script or pytest: no kernel, so no nbclient; the argument alone is not enough.
     monkeypatch.delenv("WORKSHOP_STATIC_WIDGETS", raising=False)
-    monkeypatch.setattr(sys, "argv", ["python", explorers.NBCLIENT_KERNEL_ARGUMENT])
-    assert explorers.static_mode() is False
+    monkeypatch.setattr(sys, "argv", ["python", kernel.NBCLIENT_KERNEL_ARGUMENT])
+    assert kernel.static_mode() is False
 
 
 def _kernel_says(code: str, extra_arguments: list[str], env: dict[str, str]) -> str:
@@ -155,10 +155,10 @@ def test_a_kernel_a_server_starts_stays_interactive(tmp_path):
 
 def test_a_kernel_nbclient_starts_is_unattended():
     env = _unattended_env()
-    assert _kernel_says(ASK, [explorers.NBCLIENT_KERNEL_ARGUMENT], env) == "True"
+    assert _kernel_says(ASK, [kernel.NBCLIENT_KERNEL_ARGUMENT], env) == "True"
     assert (
         _kernel_says(
-            ASK, [explorers.NBCLIENT_KERNEL_ARGUMENT], {**env, "WORKSHOP_STATIC_WIDGETS": "0"}
+            ASK, [kernel.NBCLIENT_KERNEL_ARGUMENT], {**env, "WORKSHOP_STATIC_WIDGETS": "0"}
         )
         == "False"
     )

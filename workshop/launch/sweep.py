@@ -187,7 +187,7 @@ def run_sweep(
         ValueError: if a point cannot run here (see :func:`check_points`).
         KeyboardInterrupt: re-raised after the manifest is written.
     """
-    from tqdm.auto import tqdm
+    from workshop.kernel import progress_bar
 
     sweep_dir = Path(sweep_dir)
     if rounds < 1:
@@ -211,7 +211,7 @@ def run_sweep(
     baselines = _baselines_todo(sweep_dir, base, grid, rounds) if compute_baseline else {}
     probe = points[0][1]  # the network and per-worker batch every point shares (checked)
     total = len(todo) + sum(len(v) for v in baselines.values())
-    bar = tqdm(total=total, desc="sweep", unit="run", disable=not progress or not total)
+    bar = progress_bar(total=total, desc="sweep", unit="run", disable=not progress or not total)
     try:
         for round_ in range(1, rounds + 1):
             for entry, config in todo:

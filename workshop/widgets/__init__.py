@@ -8,11 +8,11 @@ that nbclient started has no frontend), with no variable to set; ``WORKSHOP_STAT
 forces it and ``=0`` forbids it.
 """
 
+from workshop.kernel import static_mode
 from workshop.widgets.explorers import (
     SPEEDUP_METRICS,
     lr_explorer,
     scaling_explorer,
-    static_mode,
     timeline_explorer,
 )
 from workshop.widgets.room import room_html, room_view

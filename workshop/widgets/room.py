@@ -19,9 +19,9 @@ from matplotlib.figure import Figure
 
 from workshop.analysis.room import room_progress, room_table
 from workshop.findings.room import room_notes, room_text
+from workshop.kernel import static_mode
 from workshop.plot.room import plot_room_progress
 from workshop.readers.room import read_room
-from workshop.widgets.explorers import static_mode
 
 #: The table's columns as the panel shows them (room_table column -> heading).
 SHOWN = {
@@ -91,7 +91,7 @@ def room_view(folder: str | Path, *, every_s: float = 5.0, live: bool = True, st
         every_s: seconds between refreshes while "live" is down.
         live: start refreshing at once (else press "live", or call ``panel.refresh()``).
         static: True prints ``workshop room``'s text table and draws the chart once, with no
-            widget (default: :func:`workshop.widgets.explorers.static_mode`, as under papermill).
+            widget (default: :func:`workshop.kernel.static_mode`, as under papermill).
 
     Returns:
         An ``ipywidgets.VBox`` (a "live" toggle and the time of the last refresh, the table

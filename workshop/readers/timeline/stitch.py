@@ -36,9 +36,9 @@ def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
     sc = Words(rd.buf, n)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from workshop.kernel import progress_bar
 
-        bar = tqdm(total=n - body_lo, unit="B", unit_scale=True, desc="reading timeline")
+        bar = progress_bar(total=n - body_lo, unit="B", unit_scale=True, desc="reading timeline")
     store = Store(n - body_lo)
     prev_end = body_lo  # end of the last record taken
     fast_hi = max(n - LONGEST_RECORD_CHECKED, body_lo)
