@@ -14,14 +14,26 @@ test command as CI runs it (``CI=true bash .ci/run``) and keeps its last line ("
 emulated cluster's sshd starts). Rounds run one after
 another (nothing else of ours runs beside them: run it under the CPU lock).
 
+Where the time goes: each round's pytest also writes a JUnit XML file (``PYTEST_ADDOPTS``
+adds ``--junitxml``), whose per-test times (setup + call + teardown, so a shared fixture's
+start counts in the first test that asks for it) the round keeps as ``durations``: the slowest
+tests, and the totals per test file and per marker (live, notebook, browser; "other" for a test
+with none of them), with each test's markers read from one collection of the clone, untimed.
+The two xdist workers run side by side: the per-test seconds add up to more than the wall time.
+
     flock /tmp/workshop-cpu.lock python benchmarks/test_command.py [--repeats 5] \
-        [--commit HEAD] [--out data/benchmarks/test-command]
+        [--commit HEAD] [--out data/benchmarks/test-command] [--top 40]
+
+``--summarize JUNIT.xml`` only summarises a JUnit file of a run in this checkout (e.g.
+``python -m pytest ... --junitxml=/tmp/j.xml``) the same way, and prints it; nothing is timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -29,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ElementTree
+from collections import defaultdict
 from pathlib import Path
 
 from _recording import print_spreads, spread, started_now, write_result
@@ -36,6 +50,19 @@ from _recording import print_spreads, spread, started_now, write_result
 from workshop.paths import REPO_DIR
 
 PROBE = "import torch"
+# The markers a test's time is counted under (pyproject.toml's markers); "other": none of them.
+MARKERS = ("live", "notebook", "browser")
+TOP = 40
+# A pytest plugin, loaded into one collection of the clone: each test id and its markers.
+_MARKERS_PLUGIN = """\
+import json, os
+
+
+def pytest_collection_finish(session):
+    found = {item.nodeid: sorted({m.name for m in item.iter_markers()}) for item in session.items}
+    with open(os.environ["WORKSHOP_MARKERS_OUT"], "w") as out:
+        json.dump(found, out)
+"""
 
 
 def children_cpu_s() -> float:
@@ -54,10 +81,10 @@ def probe_s(python: Path) -> float:
     return statistics.median(times)
 
 
-def timed(argv: list[str], cwd: Path, log: Path) -> dict:
-    """Run ``argv`` (CI=true) with its output in ``log``: wall and CPU seconds, exit code, and
-    the last line of its output."""
-    env = {**os.environ, "CI": "true"}
+def timed(argv: list[str], cwd: Path, log: Path, env: dict | None = None) -> dict:
+    """Run ``argv`` (CI=true, and ``env``) with its output in ``log``: wall and CPU seconds,
+    exit code, and the last line of its output."""
+    env = {**os.environ, "CI": "true", **(env or {})}
     before, start = children_cpu_s(), time.perf_counter()
     with log.open("w") as out:
         done = subprocess.run(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -72,12 +99,113 @@ def timed(argv: list[str], cwd: Path, log: Path) -> dict:
     }
 
 
+def test_markers(python: Path, checkout: Path, work: Path) -> dict[str, list[str]]:
+    """Each test id of ``checkout`` and its markers, from one collection (``--collect-only``)
+    by ``python`` there."""
+    (work / "workshop_markers_plugin.py").write_text(_MARKERS_PLUGIN)
+    out = work / "markers.json"
+    path = os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "WORKSHOP_MARKERS_OUT": str(out)}
+    command = [str(python), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+               "-p", "workshop_markers_plugin"]  # fmt: skip
+    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+    if done.returncode or not out.exists():
+        raise SystemExit(f"collecting the tests failed:\n{done.stdout[-2000:]}{done.stderr}")
+    return json.loads(out.read_text())
+
+
+def junit_key(nodeid: str) -> tuple[str, str]:
+    """The (classname, name) pytest's JUnit XML gives the test ``nodeid`` (its
+    ``mangle_test_address``: the file's path dotted, without ``.py``)."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    return ".".join(names[:-1]), names[-1]
+
+
+def durations(junit: Path, markers: dict[str, list[str]], top: int = TOP) -> dict:
+    """Where a round's time went, from its JUnit XML: the number of tests and their seconds in
+    all (``tests``, ``sum_s``), the ``top`` slowest tests (test id, seconds, markers), and the
+    totals per test file (slowest first) and per marker (a test counts under each of its
+    markers, or under "other")."""
+    by_key = {junit_key(nodeid): nodeid for nodeid in markers}
+
+    def kinds_of(nodeid: str) -> list[str]:
+        return [m for m in MARKERS if m in markers.get(nodeid, ())] or ["other"]
+
+    tests = []
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        key = (case.get("classname", ""), case.get("name", ""))
+        nodeid = by_key.get(key) or "::".join(
+            [key[0].replace(".", "/") + ".py", key[1]]
+        )  # not collected now: its file as JUnit names it
+        ends = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        outcome = ends[0] if ends else "passed"
+        tests.append((nodeid, float(case.get("time") or 0.0), outcome))
+    files: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    kinds: dict[str, list[float]] = {kind: [0, 0.0] for kind in (*MARKERS, "other")}
+    for nodeid, seconds, _ in tests:
+        total = files[nodeid.split("::")[0]]
+        total[0] += 1
+        total[1] += seconds
+        for kind in kinds_of(nodeid):
+            kinds[kind][0] += 1
+            kinds[kind][1] += seconds
+    slowest = sorted(tests, key=lambda test: -test[1])[:top]
+    return {
+        "tests": len(tests),
+        "sum_s": round(sum(seconds for _, seconds, _ in tests), 2),
+        "not_passed": sorted(nodeid for nodeid, _, outcome in tests if outcome != "passed"),
+        "top": [
+            {"test": nodeid, "s": round(seconds, 2), "markers": kinds_of(nodeid)}
+            for nodeid, seconds, _ in slowest
+        ],
+        "per_file": [
+            {"file": name, "tests": count, "s": round(seconds, 2)}
+            for name, (count, seconds) in sorted(files.items(), key=lambda f: -f[1][1])
+        ],
+        "per_marker": {
+            kind: {"tests": count, "s": round(seconds, 2)}
+            for kind, (count, seconds) in kinds.items()
+        },
+    }
+
+
+def print_durations(found: dict, top: int = 25, files: int = 25) -> None:
+    """The slowest tests and files, and the totals per marker, one line each."""
+    print(f"{found['tests']} tests, {found['sum_s']:.0f} s in all (both workers' seconds)")
+    for kind, total in found["per_marker"].items():
+        print(f"  {kind}: {total['tests']} tests, {total['s']:.0f} s")
+    print(f"slowest {top} tests:")
+    for row in found["top"][:top]:
+        print(f"  {row['s']:7.1f} s  {row['test']}  {','.join(row['markers'])}")
+    print(f"slowest {files} files:")
+    for row in found["per_file"][:files]:
+        print(f"  {row['s']:7.1f} s  {row['tests']:4d} tests  {row['file']}")
+    if found["not_passed"]:
+        print(f"not passed: {', '.join(found['not_passed'])}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--commit", default="HEAD", help="commit of this checkout to clone")
     parser.add_argument("--out", type=Path, default=None, help="folder for result.json")
+    parser.add_argument("--top", type=int, default=TOP, help="slowest tests kept per round")
+    parser.add_argument(
+        "--summarize",
+        type=Path,
+        default=None,
+        metavar="JUNIT",
+        help="only summarise this JUnit XML of a run in this checkout",
+    )
     args = parser.parse_args()
+    if args.summarize:
+        with tempfile.TemporaryDirectory() as work:
+            markers = test_markers(Path(sys.executable), REPO_DIR, Path(work))
+        print_durations(durations(args.summarize, markers, args.top))
+        return 0
     started, load = started_now()
     commit = subprocess.run(
         ["git", "rev-parse", args.commit], cwd=REPO_DIR, capture_output=True, text=True, check=True
@@ -91,13 +219,19 @@ def main() -> int:
     if setup["exit_code"]:
         raise SystemExit(f"setup failed ({setup['last_line']}): see {work / 'setup.log'}")
     python = clone / ".venv" / "bin" / "python"
+    markers = test_markers(python, clone, work)  # untimed, before the first round
     rounds = []
     for index in range(args.repeats):
+        junit = work / f"junit-{index}.xml"
+        addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={junit}".strip()
         before = probe_s(python)
-        row = timed(["bash", ".ci/run"], clone, work / f"test-{index}.log")
+        row = timed(["bash", ".ci/run"], clone, work / f"test-{index}.log",
+                    env={"PYTEST_ADDOPTS": addopts})  # fmt: skip
         after = probe_s(python)
         row = {"round": index, **row, "probe_s_before": before, "probe_s_after": after}
         row["wall_in_probes"] = row["wall_s"] / ((before + after) / 2)
+        if junit.exists():  # not when ruff failed before pytest started
+            row["durations"] = durations(junit, markers, args.top)
         rounds.append(row)
         print(
             f"round {index + 1}/{args.repeats}: {row['wall_s'] / 60:.2f} min "
@@ -105,6 +239,9 @@ def main() -> int:
             f"exit {row['exit_code']}: {row['last_line']}",
             flush=True,
         )
+    if rounds and "durations" in rounds[0]:
+        print("round 1 (the first run in the fresh clone), where the time went:")
+        print_durations(rounds[0]["durations"])
     failed = [r["round"] for r in rounds if r["exit_code"]]
     summary = {
         what: spread([r[what] for r in rounds])
