@@ -1,14 +1,18 @@
 """workshop.exercises: the learner's check (escalating hints, passed() counts only the learner),
-the worked solution's check, the registry and the JSON log a papermill test reads."""
+the worked solution's check, the registry and the JSON log a papermill test reads; and the
+registry of exercises (workshop.lessons.exercises): every registered exercise's tolerance
+rejects each of its classic slips, computed from the lesson's recordings."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from workshop import exercises
+from workshop.lessons import exercises as registry
 
 
 @pytest.fixture(autouse=True)
@@ -191,3 +195,136 @@ def test_a_tolerance_under_one_percent_is_not_shown_as_zero(capsys):
     # 09.5's gain is held to 0.3 %: "within 0%" would tell the learner an exact match is needed.
     exercises.check_solution("05.1", 2.0, expected=1.7616, rel_tol=0.003)
     assert "data give 1.762 (within 0.3%)" in capsys.readouterr().out
+
+
+# --- the registry (workshop.lessons.exercises): lesson 05 first -----------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("exercise", sorted(registry.REGISTRY))
+def test_every_registered_tolerance_rejects_each_of_its_slips(exercise):
+    # Each classic slip is computed from the lesson's recorded data like the expected value;
+    # the exercise's tolerance must reject every one (and not the expected value itself).
+    data = registry.recorded(exercise)
+    entry = registry.entry(exercise)
+    tolerances = {"rel_tol": entry.rel_tol, "abs_tol": entry.abs_tol}
+    want = registry.expected(exercise, *data)
+    assert exercises.check(exercise, want, expected=want, hints=entry.hints, **tolerances)
+    for why, value in registry.slips(exercise, *data):
+        exercises.reset()
+        verdict = exercises.check(exercise, value, expected=want, hints=entry.hints, **tolerances)
+        assert verdict.ok is False, f"{exercise} accepts {value!r}: {why}"
+
+
+# Lesson 05's slips, each derived by hand from the recordings (data/mpi/*: rank 0's files):
+# the nearest one of each exercise is what its tolerance was chosen against.
+LESSON_05_SLIPS = {
+    # 1,173 eight-byte allreduces (exact): 1,319 counts every size; 2,346 both ranks
+    "05.1": (1173, [1319, 2346]),
+    # 130 at 20 ms (+-15 %: 110.5-149.5): 2,943 = 2.943 s / 1 ms; 260 both ranks
+    "05.2": (130, [2943, 260]),
+    # MPI 1.274 s / training 0.363 s = 3.51x: "d" (3-10x); "c" is the range below
+    "05.3": ("d", ["c"]),
+    # 11,658 of 11,658 GPU allreduces small: 1.0 (+-0.02); the CPU run's 7,428 / 8,161 = 0.910
+    "05.4": (1.0, [0.9101825756647469]),
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(LESSON_05_SLIPS))
+def test_lesson_05s_expected_values_and_slips_from_the_recordings(exercise):
+    want, slips = LESSON_05_SLIPS[exercise]
+    data = registry.recorded(exercise)
+    assert registry.expected(exercise, *data) == pytest.approx(want)
+    assert [value for _, value in registry.slips(exercise, *data)] == pytest.approx(slips)
+
+
+def test_a_wrong_answer_that_matches_a_slip_is_told_which(capsys):
+    run = registry.recorded("05.1")
+    registry.exercise("05.1", 2346, *run)
+    out = capsys.readouterr().out
+    assert "not yet: you said 2,346. That looks like both ranks' calls" in out
+    assert "Hint: Which block" in out
+    registry.exercise("05.1", 7, *run)  # no slip: the hint only, the second one now
+    out = capsys.readouterr().out
+    assert "looks like" not in out and "Hint: Split the text" in out
+
+
+def test_a_registry_check_logs_its_slips_and_tolerances(tmp_path, monkeypatch):
+    log = tmp_path / "ex.jsonl"
+    monkeypatch.setenv(exercises.LOG_ENV, str(log))
+    (slow,) = registry.recorded("05.2")
+    registry.exercise("05.2", None, slow)
+    registry.exercise("05.2", 147, slow, worked=True)
+    check, solution = (json.loads(line) for line in log.read_text().splitlines())
+    assert check["expected"] == {"kind": "number", "value": 130} and check["rel_tol"] == 0.15
+    assert [s["value"] for s in check["slips"]] == [2943, 260]
+    assert check["answered"] is False and solution["ok"] is True
+    assert exercises.solutions_checked() == ["05.2"] and exercises.passed() == []
+
+
+def test_no_id_is_registered_twice():
+    modules = registry.LESSONS
+    assert len(registry.REGISTRY) == sum(len(m.EXERCISES) for m in modules)
+    assert len(registry.FINDINGS) == sum(len(m.FINDINGS) for m in modules)
+    assert all(e.id[:2] == f.id[:2] for m in modules for e in m.EXERCISES for f in m.FINDINGS)
+
+
+def test_the_registry_names_what_is_wrong(capsys):
+    with pytest.raises(KeyError, match="no exercise '05.9'.*registered: 05.1, 05.2"):
+        registry.exercise("05.9", 1)
+    with pytest.raises(TypeError, match=r"\[05.4\] takes the lesson's gpu, cpu \(1 given\)"):
+        registry.exercise("05.4", 1.0, *registry.recorded("05.1"))
+    with pytest.raises(ValueError, match="at least one classic slip"):
+        registry.Exercise("05.9", ("run",), {"run": "x"}, len, ("h",), (), "why")
+    with pytest.raises(ValueError, match="1 to 3 hints"):
+        registry.Exercise("05.9", ("run",), {"run": "x"}, len, ("h",) * 4, (), "why")
+
+
+def test_an_unanswered_check_prints_one_short_line_that_the_book_leaves_out(capsys):
+    import nbformat
+
+    from tools.book.prepare import prepare
+    from tools.book.repository import Links
+
+    registry.exercise("05.2", None, *registry.recorded("05.2"))
+    printed = capsys.readouterr().out
+    assert printed.count("\n") == 1 and exercises.UNANSWERED_LINE.fullmatch(printed)
+    notebook = nbformat.v4.new_notebook()
+    check = nbformat.v4.new_code_cell('answer_05_2 = None\nwk.exercise("05.2", answer_05_2, slow)')
+    check.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)]
+    shown = nbformat.v4.new_code_cell("print(2)")
+    shown.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"2\n{printed}")]
+    notebook.cells = [nbformat.v4.new_markdown_cell("# 05 · A lesson"), check, shown]
+    book = prepare(notebook, "05-a.ipynb", Links("", "HEAD"), "x")
+    assert book.cells[2].outputs == [] and book.cells[3].outputs[0].text == "2\n"
+
+
+def test_a_finding_that_gives_an_answer_away_waits_for_it(capsys):
+    run, slow = registry.recorded("05.1") + registry.recorded("05.2")
+    assert registry.finding("05.cycles", run, slow) is None
+    assert capsys.readouterr().out == (
+        "[05.1 and 05.2] answer exercises 05.1 and 05.2 above to see this line.\n"
+    )
+    registry.exercise("05.1", 1173, run)
+    registry.exercise("05.2", 147, slow, worked=True)  # a worked solution that ran counts
+    shown = registry.finding("05.cycles", run, slow)
+    assert isinstance(shown, registry.Prose) and shown._repr_markdown_() == str(shown)
+    assert "- cycle time 20 ms: 130 negotiation allreduces in 2.9 s" in shown
+    # a finding that gives nothing away shows at once, in words with its numbers
+    cpu, gpu = registry.recorded("05.4")[::-1]
+    assert "MPI_Allreduce takes **99.8%** of rank 0's MPI time" in registry.finding(
+        "05.cpu-signature", cpu
+    )
+
+
+def test_each_exercises_recordings_are_its_lessons_defaults():
+    # The tests check an exercise against the recordings its entry names: the lesson must
+    # open the same ones by default (its parameters cell names them).
+    import nbformat
+
+    for exercise, entry in sorted(registry.REGISTRY.items()):
+        (path,) = sorted((REPO / "notebooks").glob(f"{exercise[:2]}-*.ipynb"))
+        parameters = nbformat.read(path, as_version=4).cells[2].source
+        for name, recording in entry.recorded.items():
+            assert f'"{recording}"' in parameters, f"{exercise}: {name} = {recording}"

@@ -5,11 +5,13 @@ One import line::
     import workshop as wk
     run = wk.open_run("torch-mnist-gloo-np2")   # a recording in data/, or any run directory
     wk.analysis.timeline_summary(run)           # analyses, plots and findings take a Run
+    wk.exercise("05.1", answer_05_1, run)       # a lesson's exercise, checked (the registry)
 
 Sub-packages load on first use (``wk.plot`` imports matplotlib only when a lesson draws), so
 a training rank that needs ``workshop.train`` loads no plotting. Data flows one way: files ->
 readers -> analysis -> findings / plot / widgets -> notebook; the README's map of the code
-names each layer. ``wk.open_run`` is :func:`workshop.readers.runs.open_run`.
+names each layer. ``wk.open_run`` is :func:`workshop.readers.runs.open_run`; ``wk.exercise`` and
+``wk.finding`` are the registry's (:mod:`workshop.lessons.exercises`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,12 @@ SUBPACKAGES = (
     "widgets",
 )
 #: The facade's own names, and the module each comes from.
-NAMES = {"open_run": "workshop.readers.runs", "Run": "workshop.readers.runs"}
+NAMES = {
+    "open_run": "workshop.readers.runs",
+    "Run": "workshop.readers.runs",
+    "exercise": "workshop.lessons.exercises",
+    "finding": "workshop.lessons.exercises",
+}
 __all__ = ["SUBPACKAGES", "data_path", *NAMES]
 
 

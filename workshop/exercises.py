@@ -1,8 +1,12 @@
-"""Predict-then-check exercises in the notebooks.
+"""Predict-then-check exercises in the notebooks: the checking engine.
 
-Each exercise in a lesson has four cells: a markdown cell tagged ``exercise`` (the task and what
-to predict), an answer cell the learner fills in (``answer_05_1 = None``), a check cell, and the
-worked solution, tagged ``solution`` and collapsed::
+A lesson converted to the registry (:mod:`workshop.lessons.exercises`: expected values,
+tolerances, slips and hints in the package, lesson 05 first) checks with one line,
+``wk.exercise("05.1", answer_05_1, run)``, which calls :func:`check` and
+:func:`check_solution` below. A lesson not converted yet has four cells: a markdown cell tagged
+``exercise`` (the task and what to predict), an answer cell the learner fills in
+(``answer_05_1 = None``), a check cell, and the worked solution, tagged ``solution`` and
+collapsed::
 
     exercises.check("05.1", answer_05_1, expected=measured_negotiations, rel_tol=0.15,
                     hints=("how often does Horovod negotiate?",
@@ -17,8 +21,10 @@ worked solution, tagged ``solution`` and collapsed::
 
 The expected value is always computed by the notebook from data (or from a formula the lesson
 taught), never typed in. An unanswered exercise (``None``) is not an error: the check says what
-to do. Hints come only after a wrong answer and escalate: the first wrong try shows
-``hints[0]``, the second ``hints[1]``, and so on (the last one repeats).
+to do, in one line (:data:`UNANSWERED_LINE`; the book leaves that line out). Hints come only
+after a wrong answer and escalate: the first wrong try shows ``hints[0]``, the second
+``hints[1]``, and so on (the last one repeats). A wrong answer that matches one of the
+exercise's classic slips also says which slip it looks like.
 
 Solutions run only when the notebook's ``SOLUTIONS`` parameter is True (CI sets it through
 papermill); they never touch ``answer_NN_k``, and :func:`passed` counts only the learner's
@@ -36,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +51,8 @@ from workshop.units import plain
 STRICT_ENV = "WORKSHOP_EXERCISES_STRICT"
 LOG_ENV = "WORKSHOP_EXERCISES_LOG"
 MAX_HINTS = 3
+#: The one line an unanswered check prints; the book leaves it out (tools/book/prepare.py).
+UNANSWERED_LINE = re.compile(r"^\[\d\d\.\d+\] no answer yet\b[^\n]*\n?", re.M)
 
 
 class ExerciseError(AssertionError):
@@ -228,6 +237,7 @@ def check(
     abs_tol: float = 0.0,
     hints: Sequence[str] = (),
     behind: float | None = None,
+    slips: Sequence[tuple[str, object]] = (),
 ) -> Verdict:
     """Say whether the learner's ``answer`` matches ``expected`` and print the verdict.
 
@@ -245,6 +255,9 @@ def check(
         behind: for a choice among ranges, the measured number the right letter stands for
             (not shown; logged, so that a test can look for it where the learner reads before
             answering).
+        slips: ``(why, value)`` pairs, the classic mistakes computed from the same data: a
+            wrong answer that matches one (with the same tolerances) is told ``why``; logged,
+            so that a test can check that the tolerances reject each of them.
 
     Returns:
         A :class:`Verdict`; truthy when right.
@@ -280,6 +293,14 @@ def check(
     else:
         message = f"[{exercise}] not yet: you said {_show(answer)}."
         message += _kind_note(answer, expected)
+        message += next(
+            (
+                f" That looks like {why}."
+                for why, value in slips
+                if _matches(answer, value, rel_tol, abs_tol)
+            ),
+            "",
+        )
         tries = _WRONG_TRIES.get(exercise, 0)
         _WRONG_TRIES[exercise] = tries + 1
         if hints:
@@ -296,6 +317,7 @@ def check(
         hints=list(hints),
         **_record_fields(expected, rel_tol, abs_tol),
         **({} if behind is None else {"behind": float(plain(behind))}),
+        **({"slips": [{"why": w, **_jsonable(v)} for w, v in slips]} if slips else {}),
     )
     _room(exercise, verdict.ok)
     print(verdict.message)
@@ -305,7 +327,13 @@ def check(
 
 
 def check_solution(
-    exercise: str, solution, *, expected, rel_tol: float = 0.0, abs_tol: float = 0.0
+    exercise: str,
+    solution,
+    *,
+    expected,
+    rel_tol: float = 0.0,
+    abs_tol: float = 0.0,
+    explanation: str = "",
 ) -> Verdict:
     """Check a worked solution against the data (not counted by :func:`passed`).
 
@@ -313,6 +341,7 @@ def check_solution(
         exercise: the exercise id, e.g. ``"05.1"``.
         solution: the value the worked solution computed.
         expected, rel_tol, abs_tol: as in :func:`check`.
+        explanation: what the solution shows, in a sentence, printed after a match.
 
     Returns:
         A :class:`Verdict`; truthy when the solution matches.
@@ -332,6 +361,7 @@ def check_solution(
     ok = _matches(solution, expected, rel_tol, abs_tol)
     if ok:
         message = f"[{exercise}] worked solution: {_show(solution)}, matches the data."
+        message += f" {explanation}" if explanation else ""
     else:
         wanted = _describe(expected, rel_tol, abs_tol)
         message = (
@@ -393,15 +423,30 @@ def reveal(exercise: str | Sequence[str], text: str) -> Revealed:
     the answer was 42
     True
     """
-    names = [exercise] if isinstance(exercise, str) else list(exercise)
-    waiting = [n for n in names if not (_RESULTS.get(n) or _SOLUTIONS.get(n))]
-    if waiting:
-        listed = " and ".join(waiting)
-        word = "exercise" if len(waiting) == 1 else "exercises"
-        print(f"[{listed}] answer {word} {listed} above to see this line.")
+    left = waiting(exercise)
+    if left:
+        print(waiting_line(left))
         return Revealed(False)
     print(text)
     return Revealed(True)
+
+
+def waiting(exercise: str | Sequence[str]) -> list[str]:
+    """The exercises among ``exercise`` (one id or several) that were neither answered right
+    nor had their worked solution run in this kernel: what a reveal still waits for."""
+    names = [exercise] if isinstance(exercise, str) else list(exercise)
+    return [n for n in names if not (_RESULTS.get(n) or _SOLUTIONS.get(n))]
+
+
+def waiting_line(names: Sequence[str]) -> str:
+    """What a reveal shows while ``names`` are unanswered (the book refuses a page with it).
+
+    >>> waiting_line(["05.1", "05.2"])
+    '[05.1 and 05.2] answer exercises 05.1 and 05.2 above to see this line.'
+    """
+    listed = " and ".join(names)
+    word = "exercise" if len(names) == 1 else "exercises"
+    return f"[{listed}] answer {word} {listed} above to see this line."
 
 
 def passed() -> list[str]:

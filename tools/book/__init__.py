@@ -21,7 +21,8 @@
    Binder" and "download the notebook" goes under the title. An error output, a warning that
    names a package path, a ``None`` shown as a result, or a line "answer exercise ... above to
    see this line" (a replay without the solutions) stops the build and names the lesson and
-   the cell.
+   the cell. A check's "no answer yet" line (the replay gives no answer) is left out: the book
+   never prints it.
 3. **Stage** a Sphinx source folder (``stage.py``): the landing page for learners
    (``book/index.md``, with the table of lessons and their times read from the lessons' own
    headers), the ten lessons in order, the README as "Install and develop", then docs/

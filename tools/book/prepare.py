@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from tools.book.repository import BookError, Links
+from workshop.exercises import UNANSWERED_LINE
 from workshop.paths import REPO_DIR
 
 # The parameters only the tests and CI set: not on a reader's page.
@@ -159,7 +160,10 @@ def _for_reader(text: str, repo: Path) -> str:
 
 def _readable(output, repo: Path):
     if "text" in output:
-        output["text"] = LOG_NOISE.sub("", _for_reader(output["text"], repo))
+        # The book is built with no answer given: a check's "no answer yet" line is for a
+        # learner at the notebook, never for a reader (the check cell shows no output).
+        text = UNANSWERED_LINE.sub("", output["text"])
+        output["text"] = LOG_NOISE.sub("", _for_reader(text, repo))
     for kind, value in output.get("data", {}).items():
         if kind.startswith("text/") and isinstance(value, str):
             output["data"][kind] = _for_reader(value, repo)

@@ -1,0 +1,77 @@
+"""An exercise and a finding as the registry holds them (:mod:`.registry` says how to add
+one)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+ID = re.compile(r"^\d\d\.\d+$")
+FINDING_ID = re.compile(r"^\d\d\.[a-z][a-z0-9-]*$")
+MAX_HINTS = 3
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A classic mistake: ``why`` in words (the learner reads "That looks like <why>."; it
+    must not give the answer away) and ``value``, computed from the same data as the expected
+    value. The exercise's tolerance must reject it (tests/test_exercises.py)."""
+
+    why: str
+    value: Callable[..., object]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One predict-then-check exercise: ``id`` ("NN.k"); ``data``, the names of what the
+    lesson passes to the check, in order (``("gpu", "cpu")``: runs or frames it has open), and
+    ``recorded``, the recording each is by default (what the tests check against); ``expected``
+    and each slip's value as functions of that data (never a typed number); 1 to 3 ``hints`` (a
+    question, then the idea, never the value); ``solution``, the worked solution's idea in a
+    sentence; tolerances for a number (``math.isclose``); ``behind``, for a choice among
+    ranges, the number the right letter stands for (logged for the screen's leak test)."""
+
+    id: str
+    data: tuple[str, ...]
+    recorded: Mapping[str, str]
+    expected: Callable[..., object]
+    hints: tuple[str, ...]
+    slips: tuple[Slip, ...]
+    solution: str
+    rel_tol: float = 0.0
+    abs_tol: float = 0.0
+    behind: Callable[..., float] | None = None
+
+    def __post_init__(self) -> None:
+        where = f"exercise {self.id!r}"
+        if not ID.match(self.id):
+            raise ValueError(f"{where}: an id is 'NN.k', e.g. '05.1'")
+        if set(self.recorded) != set(self.data):
+            raise ValueError(f"{where}: recorded names {sorted(self.recorded)}, data {self.data}")
+        if isinstance(self.hints, str) or not 1 <= len(self.hints) <= MAX_HINTS:
+            raise ValueError(f"{where}: 1 to {MAX_HINTS} hints, a tuple of strings")
+        if not self.slips:
+            raise ValueError(f"{where}: name at least one classic slip its tolerance rejects")
+        if self.rel_tol < 0 or self.abs_tol < 0:
+            raise ValueError(f"{where}: tolerances are >= 0")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A finding a lesson states in prose, with its numbers computed: ``text(*data)`` returns
+    Markdown. One that gives an exercise's answer away names it in ``after``: it shows only
+    once that exercise was answered right or its worked solution ran (and the lesson's cell
+    is collapsed, so that the book puts it in a block to open after answering)."""
+
+    id: str
+    data: tuple[str, ...]
+    text: Callable[..., str]
+    after: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not FINDING_ID.match(self.id):
+            raise ValueError(f"finding {self.id!r}: an id is 'NN.name', e.g. '05.cpu-vs-gpu'")
+        bad = [a for a in self.after if not ID.match(a) or a[:2] != self.id[:2]]
+        if bad:
+            raise ValueError(f"finding {self.id!r}: after names exercises of its lesson: {bad}")

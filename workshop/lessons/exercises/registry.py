@@ -1,0 +1,147 @@
+"""One registry of the lessons' exercises and of the findings they state.
+
+How a lesson uses it (lesson 05 is the first converted; its entries are in
+:mod:`.mpi_profiling`)::
+
+    # a markdown cell tagged `exercise`: "**Exercise 05.2** ... Predict ..."
+    answer_05_2 = None  # your prediction: 8-byte allreduces on rank 0 at a 20 ms cycle time
+    wk.exercise("05.2", answer_05_2, slow)
+
+    # the worked solution, tagged `solution` and collapsed (jupyter.source_hidden)
+    if SOLUTIONS:
+        solution_05_2 = wk.analysis.comm_fraction(slow).elapsed_s[0] / 0.020
+        wk.exercise("05.2", solution_05_2, slow, worked=True)
+    else:
+        wk.exercises.solution_hidden("05.2")
+
+    wk.finding("05.cycles", run, slow)  # prose with its numbers (a Markdown display)
+
+The check takes the lesson's data (the Run or frames the lesson has open: in a LIVE lesson,
+the fresh run) and computes the expected value and the slips from it; the notebook holds no
+expected value, tolerance, slip or hint. An unanswered check prints one short line
+(:data:`workshop.exercises.UNANSWERED_LINE`), which the book leaves out.
+
+How to add an exercise (or convert one of a lesson not converted yet):
+
+1. In the lesson's module here (``NN`` -> a module named after the lesson, listed in
+   :data:`LESSONS`), add an :class:`~.entry.Exercise`: its id, the names of the data the check
+   takes and the recording each is by default, ``expected`` as a function of that data (the
+   analysis the lesson teaches: never a typed number), the tolerances, 1 to 3 hints (a
+   question, then the idea), the classic slips (each a :class:`~.entry.Slip`: the mistake in
+   words and its value computed from the same data) and the worked solution's idea.
+2. In the notebook: the ``exercise`` markdown cell (task and prediction), ONE code cell
+   ``answer_NN_k = None  # what to write`` + ``wk.exercise("NN.k", answer_NN_k, <data>)``, and
+   the collapsed ``solution`` cell as above. A result that gives the answer away is a
+   :class:`~.entry.Finding` with ``after=("NN.k",)``, shown by ``wk.finding`` in a collapsed
+   cell (the book puts it in a block to open after answering).
+3. tests/test_exercises.py then checks, for every registered exercise against its recorded
+   data, that the tolerances reject each slip and that no hint or slip shows the answer;
+   tests/test_notebooks.py replays the lesson (the worked solutions must match, a learner's
+   run answers nothing) and keeps its results in ``data/expected/NN-*.json``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from workshop import exercises as engine
+from workshop.lessons.exercises import mpi_profiling
+from workshop.lessons.exercises.entry import Exercise, Finding
+from workshop.readers.runs import Run, open_run
+
+#: The lessons' modules of exercises and findings, one per converted lesson.
+LESSONS: tuple[ModuleType, ...] = (mpi_profiling,)
+
+
+#: Every registered exercise and finding, by id (tests/test_exercises.py: no id twice).
+REGISTRY: dict[str, Exercise] = {e.id: e for m in LESSONS for e in m.EXERCISES}
+FINDINGS: dict[str, Finding] = {f.id: f for m in LESSONS for f in m.FINDINGS}
+
+
+class Prose(str):
+    """Markdown a lesson shows as prose: a notebook renders it, the book too (MyST-NB renders a
+    ``text/markdown`` output), and its plain text is the same words."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def entry(exercise_id: str) -> Exercise:
+    """The registered exercise ``exercise_id`` (KeyError naming the registered ones if none)."""
+    if exercise_id not in REGISTRY:
+        known = ", ".join(sorted(REGISTRY)) or "none"
+        raise KeyError(f"no exercise {exercise_id!r} in the registry (registered: {known})")
+    return REGISTRY[exercise_id]
+
+
+def _data(item: Exercise | Finding, data: tuple) -> tuple:
+    if len(data) != len(item.data):
+        names = ", ".join(item.data)
+        raise TypeError(f"[{item.id}] takes the lesson's {names} ({len(data)} given)")
+    return data
+
+
+def expected(exercise_id: str, *data):
+    """The expected answer of ``exercise_id`` from the lesson's ``data``."""
+    item = entry(exercise_id)
+    return item.expected(*_data(item, data))
+
+
+def slips(exercise_id: str, *data) -> list[tuple[str, object]]:
+    """``(why, value)`` of each classic slip of ``exercise_id``, from the lesson's ``data``."""
+    item = entry(exercise_id)
+    return [(slip.why, slip.value(*_data(item, data))) for slip in item.slips]
+
+
+def recorded(exercise_id: str) -> tuple[Run, ...]:
+    """The data the lesson checks ``exercise_id`` against by default: its recordings, opened."""
+    item = entry(exercise_id)
+    return tuple(open_run(item.recorded[name]) for name in item.data)
+
+
+def exercise(exercise_id: str, answer, *data, worked: bool = False) -> engine.Verdict:
+    """Check ``answer`` to ``exercise_id`` against the lesson's ``data``, with the registered
+    tolerances, hints and slips (:func:`workshop.exercises.check`); with ``worked=True``,
+    check a worked solution instead (:func:`workshop.exercises.check_solution`, which prints
+    the solution's idea under its value).
+
+    Returns the verdict (truthy when right). Raises KeyError (no such exercise), TypeError
+    (not the data it takes) and, in strict mode (CI), ExerciseError for a wrong answer.
+    """
+    item = entry(exercise_id)
+    data = _data(item, data)
+    want = item.expected(*data)
+    tolerances = {"rel_tol": item.rel_tol, "abs_tol": item.abs_tol}
+    if worked:
+        return engine.check_solution(
+            exercise_id, answer, expected=want, explanation=item.solution, **tolerances
+        )
+    return engine.check(
+        exercise_id,
+        answer,
+        expected=want,
+        hints=item.hints,
+        behind=None if item.behind is None else item.behind(*data),
+        slips=[(slip.why, slip.value(*data)) for slip in item.slips],
+        **tolerances,
+    )
+
+
+def finding(finding_id: str, *data) -> Prose | None:
+    """The finding ``finding_id`` in prose, its numbers computed from ``data``; for one that
+    gives an exercise's answer away, while that exercise waits, one line saying which to
+    answer first (printed; nothing is returned). KeyError, TypeError as :func:`exercise`.
+    """
+    if finding_id not in FINDINGS:
+        known = ", ".join(sorted(FINDINGS)) or "none"
+        raise KeyError(f"no finding {finding_id!r} in the registry (registered: {known})")
+    item = FINDINGS[finding_id]
+    data = _data(item, data)
+    left = engine.waiting(item.after)
+    if left:
+        print(engine.waiting_line(left))
+        return None
+    return Prose(item.text(*data))
