@@ -175,7 +175,7 @@ def test_nothing_binds_io_to_the_workshop_readers():
 #: floor or the ones below. Ground: run options, shared rules, units, frames, paths, the
 #: facade, and the room's record format (workshop.room, which the room's reader reads).
 FLOORS = {
-    0: ("workshop", "paths", "rules", "runoption", "runspec", "units", "frames", "room"),
+    0: ("workshop", "paths", "rules", "runoption", "runspec", "units", "frames", "room", "kernel"),
     1: ("readers",),
     2: ("analysis",),
     3: ("findings", "plot"),
@@ -201,3 +201,23 @@ def test_no_import_from_a_floor_to_one_above_it():
     assert all(_floor(m) >= 0 for m in graph)
     # near miss: an analysis importing a finding is upward
     assert _floor("workshop.findings.diagnose") > _floor("workshop.analysis.failure")
+
+
+def _lines(paths) -> int:
+    return sum(len(p.read_text().splitlines()) for p in paths)
+
+
+def test_the_readmes_map_names_every_floor_with_its_line_count():
+    # README, "Map of the code": each sub-package's Python lines within 10 % of what it says
+    # (it is rounded by hand when the code moves), and the whole package's total
+    import re
+
+    readme = (PACKAGE.parent / "README.md").read_text()
+    rows = dict(re.findall(r"^\| [^|]+ \| `workshop/(\w+)/` \| ([\d,]+) \|", readme, re.M))
+    packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    assert sorted(rows) == packages  # every sub-package has its row
+    for name, said in rows.items():
+        actual = _lines((PACKAGE / name).rglob("*.py"))
+        assert abs(actual - int(said.replace(",", ""))) <= 0.1 * actual, (name, said, actual)
+    total = float(re.search(r"\(([\d.]+)k in all\)", readme)[1]) * 1000
+    assert abs(_lines(PACKAGE.rglob("*.py")) - total) <= 0.1 * total
