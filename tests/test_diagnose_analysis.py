@@ -184,10 +184,20 @@ def test_read_step_times_keeps_a_cut_last_line_and_rejects_a_bad_one(tmp_path):
     (logs / "rank.0.steps.csv").write_text(header + "0,0.1,0.2,0.3,0.6\n1,0.1,0.2,0.3,0.6\n2,0.")
     (logs / "rank.1.steps.csv").write_text(header + "0,0.1,0.4,0.1,0.6\n")
     steps = read_step_times(tmp_path)
-    assert list(steps.columns) == list(d.STEP_COLUMNS)
+    assert list(steps.columns) == [*d.STEP_COLUMNS, "cpu_wait_s"]
+    assert steps["cpu_wait_s"].isna().all()  # files written before it was recorded
     assert steps.groupby("rank").size().to_dict() == {0: 2, 1: 1}
     assert steps.loc[steps["rank"] == 1, "compute_s"].item() == 0.4
     (logs / "rank.1.steps.csv").write_text(header + "0,0.1,x,0.1,0.6\n1,0.1,0.4,0.1,0.6\n")
+    with pytest.raises(ValueError, match=r"rank\.1\.steps\.csv:2: not a number"):
+        read_step_times(tmp_path)
+    # the CPU wait may be empty (the system did not tell); another empty column is an error
+    (logs / "rank.1.steps.csv").write_text(
+        header.replace("\n", ",cpu_wait_s\n") + "0,0.1,0.4,0.1,0.6,\n1,0.1,0.4,0.1,0.6,0.02\n"
+    )
+    waits = read_step_times(tmp_path).query("rank == 1")["cpu_wait_s"].tolist()
+    assert math.isnan(waits[0]) and waits[1] == 0.02
+    (logs / "rank.1.steps.csv").write_text(header + "0,0.1,,0.1,0.6\n1,0.1,0.4,0.1,0.6\n")
     with pytest.raises(ValueError, match=r"rank\.1\.steps\.csv:2: not a number"):
         read_step_times(tmp_path)
     (logs / "rank.1.steps.csv").write_text("step,compute_s\n")
@@ -245,3 +255,47 @@ def test_the_quiet_cache_off_timeline_negotiates_briefly():
     result = diagnose(run_record(cache_capacity=0), metrics, empty, off, reference, "t")
     assert result["findings"] == []
     assert any("cache_capacity = 0" in n and "a note, not a finding" in n for n in result["notes"])
+
+
+def waits_frame(work_ms: dict[int, float], cpu_wait_ms: dict[int, float], steps=6):
+    """rank -> compute per step (ms) and run-queue wait per step (ms), steps 0..steps-1."""
+    rows = [
+        (rank, step, 0.0, work_ms[rank] / 1e3, 0.001, 0.03, cpu_wait_ms[rank] / 1e3)
+        for rank in work_ms
+        for step in range(steps)
+    ]
+    return pd.DataFrame(rows, columns=[*d.STEP_COLUMNS, "cpu_wait_s"])
+
+
+def test_the_cpu_wait_gap_names_the_rank_that_shares_its_core():
+    # rank 1 slowed 1.5x by other work on its core: 15 ms of compute, 5 of them waiting for a
+    # CPU (a third); rank 0 waits 0.2 ms of 10: gap 5/15 - 0.2/10 = 0.3133
+    value, rank = d.cpu_wait_gap(waits_frame({0: 10, 1: 15}, {0: 0.2, 1: 5}))
+    assert (round(value, 4), rank) == (0.3133, 1)
+    # near miss: a busy room slows every rank alike (both wait a third): no gap, though each
+    # rank's own share is as large as the straggler's
+    value, _ = d.cpu_wait_gap(waits_frame({0: 15, 1: 15}, {0: 5, 1: 5}))
+    assert value == pytest.approx(0.0)
+    # near miss: a rank that waits for the others (blocked in the allreduce, wait_s) is not
+    # ready to run: its run-queue wait stays small however long it waits
+    assert d.cpu_wait_by_rank(waits_frame({0: 10, 1: 10}, {0: 0.1, 1: 0.1}))[
+        "cpu_wait_share"
+    ].tolist() == pytest.approx([0.01, 0.01])
+    # steps recorded before the wait was (no column, or all NaN): no number, not a guess
+    old = waits_frame({0: 10, 1: 15}, {0: 0, 1: 0}).drop(columns="cpu_wait_s")
+    assert math.isnan(d.cpu_wait_gap(old)[0])
+
+
+def test_the_cpu_wait_gap_is_a_straggler_finding_against_a_reference():
+    reference = pd.DataFrame(
+        [{"measure": "cpu_wait_gap", "min": 0.0, "median": 0.01, "max": 0.05, "runs": 5}]
+    )
+    metrics = pd.DataFrame({"lr": [0.02]})
+    slow = waits_frame({0: 10, 1: 15}, {0: 0.2, 1: 5})
+    result = diagnose(run_record(), metrics, slow, None, reference, "t")
+    top = result["findings"][0]
+    assert (top["problem"], top["measure"], top["rank"]) == ("straggler", "cpu_wait_gap", 1)
+    # threshold max(0.05 x 1.25, 0.05 + 0.1) = 0.15: a gap of 0.1 is a suspicion, not a finding
+    mild = waits_frame({0: 10, 1: 12}, {0: 0.2, 1: 1.44})
+    result = diagnose(run_record(), metrics, mild, None, reference, "t")
+    assert result["findings"] == [] and result["beyond_healthy"] == ["straggler"]

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
+from workshop.analysis.diagnose import cpu_wait_by_rank
 from workshop.launch.harness import RUN_SHAPE, record_run
+from workshop.readers.runs import read_step_times
 
 pytestmark = pytest.mark.live
 
@@ -30,7 +32,13 @@ def test_a_busy_core_beside_rank_1_is_diagnosed_as_a_straggler(tmp_path, cpu_alo
     record = record_run(command, tmp_path / name, rank_cores={0: 0, 1: 1}, hog_core=1, hogs=7)
     assert record["straggler"]["rank_cores"] == {"0": 0, "1": 1}
     steps = (tmp_path / name / "logs" / "rank.1.steps.csv").read_text().splitlines()
-    assert steps[0] == "step,data_s,compute_s,wait_s,step_s" and len(steps) == 1 + 2 * 15
+    assert steps[0] == "step,data_s,compute_s,wait_s,step_s,cpu_wait_s"
+    assert len(steps) == 1 + 2 * 15
+    # the cause, measured: rank 1's training thread waited for its shared core (Linux's run
+    # queue) for far more of its work than rank 0's, which had a core to itself
+    shares = cpu_wait_by_rank(read_step_times(tmp_path / name)).set_index("rank")
+    shares = shares["cpu_wait_share"]
+    assert shares[1] > 0.3 and shares[1] > 3 * shares[0], shares.to_dict()
     found = subprocess.run(
         [sys.executable, "-m", "workshop.cli", "diagnose", str(tmp_path / name), "--json"],
         capture_output=True,

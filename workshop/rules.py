@@ -9,6 +9,9 @@ cheaply.
   :func:`lr_at`, :data:`LR_SCALINGS`).
 * The ring-allreduce time of the alpha-beta communication model
   (:func:`ring_allreduce_time_s`).
+* What a rank writes of each training step (``logs/rank.N.steps.csv``:
+  :data:`STEP_FILE_COLUMNS`), and how long its training thread waited for a CPU
+  (:func:`run_queue_wait_s`).
 """
 
 from __future__ import annotations
@@ -104,3 +107,28 @@ def ring_allreduce_time_s(n, nbytes, alpha_s: float, bandwidth_bytes_per_s: floa
 #: Other work allowed beside a recorded run, in cores averaged over the run: the quiet-machine
 #: rule of every timing in data/ (why 0.05: :mod:`workshop.launch.quiet`).
 MAX_FOREIGN_CORES = 0.05
+
+
+#: The columns of a rank's ``logs/rank.N.steps.csv``: the step (0-based over the run), then
+#: seconds: taking the batch, its own compute, waiting for the allreduces, the whole step, and
+#: ``cpu_wait_s``, how long the training thread was ready to run but waited for a CPU (Linux's
+#: run-queue wait, :func:`run_queue_wait_s`; empty where the system does not tell). The
+#: training programs and ``workshop run --script`` write them; the readers and ``workshop
+#: diagnose`` read them. Files written before 2026-11-27 lack ``cpu_wait_s``.
+STEP_FILE_COLUMNS = ("step", "data_s", "compute_s", "wait_s", "step_s", "cpu_wait_s")
+#: The columns every steps file has (the last one came later).
+STEP_FILE_REQUIRED = STEP_FILE_COLUMNS[:5]
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def run_queue_wait_s() -> float | None:
+    """Seconds the calling thread has spent ready to run but waiting for a CPU since it started
+    (the second field of Linux's ``/proc/thread-self/schedstat``, in ns), or None where the
+    system does not tell. A rank that shares its core with other work waits here; one that
+    waits for the other ranks (blocked in an allreduce) does not: it is not ready to run.
+    """
+    try:
+        with open(_SCHEDSTAT) as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None

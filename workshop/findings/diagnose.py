@@ -72,6 +72,8 @@ def _evidence_text(row: dict) -> str:
     rank = None if pd.isna(row.get("rank")) else int(row["rank"])
     texts = {
         "compute_ratio": f"rank {rank}'s compute per step is {v:.2f}x the others'",
+        "cpu_wait_gap": f"rank {rank} waited for a CPU {v:.0%} of its own work more than the "
+        "others: other work shares its core",
         "late_cycles": f"rank {rank} is {v:.2f} background cycles later than the others at "
         "the gradients' negotiations",
         "lr_ratio": f"the learning rate is {v:.3g}x what the linear rule gives for the "
@@ -339,6 +341,13 @@ def _notes(record, steps, tl, table, seen, settings) -> list[str]:
             "cluster job's folder, or a run recorded before they existed): the straggler, "
             "small-batch and input-pipeline numbers are missing, and readiness ticks alone do "
             "not tell a straggler from a healthy run."
+        )
+    if (record.get("config") or {}).get("script") or not record:
+        notes.append(
+            "The healthy reference was recorded with the workshop's own MNIST job: another "
+            "script's numbers (its step, its batch, its model) differ for reasons of their "
+            "own. Compare with a healthy run of the same script (--baseline RUN) before acting "
+            "on a finding."
         )
     if tl is None:
         notes.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import socket
 from functools import cached_property
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from workshop.rules import STEP_FILE_COLUMNS, STEP_FILE_REQUIRED
 
 METRIC_COLUMNS = [
     "epoch",
@@ -215,7 +218,7 @@ def read_metrics(run_dir: Path | str) -> pd.DataFrame:
     )
 
 
-STEP_TIME_COLUMNS = ["rank", "step", "data_s", "compute_s", "wait_s", "step_s"]
+STEP_TIME_COLUMNS = ["rank", *STEP_FILE_COLUMNS]
 
 
 def read_step_times(run_dir: Path | str) -> pd.DataFrame:
@@ -224,7 +227,9 @@ def read_step_times(run_dir: Path | str) -> pd.DataFrame:
 
     Columns: ``rank``, ``step`` (0-based over the run), ``data_s`` (taking the batch),
     ``compute_s`` (forward, backward and update, without waiting for Horovod), ``wait_s``
-    (waiting for the gradients' allreduces), ``step_s`` (the whole step), all in seconds. A
+    (waiting for the gradients' allreduces), ``step_s`` (the whole step), ``cpu_wait_s`` (the
+    training thread waiting for a CPU: NaN in files written before it was recorded, or where
+    the system does not tell), all in seconds (:data:`workshop.rules.STEP_FILE_COLUMNS`). A
     run recorded before these files existed gives an empty frame.
 
     Raises:
@@ -239,7 +244,7 @@ def read_step_times(run_dir: Path | str) -> pd.DataFrame:
             continue
         lines = path.read_text().splitlines()
         header = lines[0].split(",") if lines else []
-        missing = [c for c in STEP_TIME_COLUMNS[1:] if c not in header]
+        missing = [c for c in STEP_FILE_REQUIRED if c not in header]
         if missing:
             raise ValueError(f"{path}:1: missing column(s) {', '.join(missing)}")
         rows = []
@@ -250,10 +255,12 @@ def read_step_times(run_dir: Path | str) -> pd.DataFrame:
                     break
                 raise ValueError(f"{path}:{number}: {len(fields)} fields, not {len(header)}")
             try:
-                rows.append([float(x) for x in fields])
+                # cpu_wait_s may be empty (the system did not tell): NaN, not an error
+                rows.append([math.nan if not x and c == "cpu_wait_s" else float(x)
+                             for x, c in zip(fields, header, strict=True)])  # fmt: skip
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: not a number ({exc})") from exc
-        frame = pd.DataFrame(rows, columns=header)[STEP_TIME_COLUMNS[1:]]
+        frame = pd.DataFrame(rows, columns=header).reindex(columns=list(STEP_FILE_COLUMNS))
         frame.insert(0, "rank", int(rank))
         frames.append(frame)
     if not frames:

@@ -27,7 +27,7 @@ import numpy as np
 
 # The LR rules live in workshop.rules (the analyses use the same ones); the training programs
 # import them from here.
-from workshop.rules import lr_at, scaled_lr  # noqa: F401
+from workshop.rules import STEP_FILE_COLUMNS, lr_at, run_queue_wait_s, scaled_lr  # noqa: F401
 from workshop.runspec import RUN_SPEC
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class RankIO:
         path = self.run_dir / "logs" / f"rank.{self.rank}.steps.csv"
         with path.open("a") as handle:
             if handle.tell() == 0:
-                handle.write(",".join(STEP_COLUMNS) + "\n")
+                handle.write(",".join(STEP_FILE_COLUMNS) + "\n")
             handle.writelines(",".join(map(str, row)) + "\n" for row in steps.rows)
         steps.rows.clear()
 
@@ -190,10 +190,6 @@ def pin_device(
     return choice, device_name
 
 
-#: The columns of ``logs/rank.N.steps.csv``: the step (0-based, over the run), then seconds.
-STEP_COLUMNS = ("step", "data_s", "compute_s", "wait_s", "step_s")
-
-
 class StepTimes:
     """One rank's own time per training step, in seconds, split so that a rank slowed down by
     its own work can be told from one that waits for the others:
@@ -202,18 +198,29 @@ class StepTimes:
     - ``compute_s``: forward, backward and the optimizer's update, without waiting for Horovod;
     - ``wait_s``: waiting for the gradients' allreduces to finish (for the slower ranks and for
       the communication itself);
-    - ``step_s``: the whole step, start to end (a little more than the three together).
+    - ``step_s``: the whole step, start to end (a little more than the three together);
+    - ``cpu_wait_s``: how long the training thread was ready to run but waited for a CPU
+      during the step (:func:`workshop.rules.run_queue_wait_s`): other work on its core.
 
     Every rank waits for the slowest one inside ``wait_s``, so ``step_s`` is about the same on
-    every rank while ``compute_s`` is the rank's own. The program calls :meth:`add` once per
-    step; :meth:`RankIO.write_steps` writes the rows at the end of each epoch.
+    every rank while ``compute_s`` is the rank's own. The program calls :meth:`start` when a
+    step begins and :meth:`add` when it ends; :meth:`RankIO.write_steps` writes the rows at
+    the end of each epoch (columns: :data:`workshop.rules.STEP_FILE_COLUMNS`).
     """
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
+        self._cpu_wait_at_start: float | None = None
+
+    def start(self) -> None:
+        """A step begins (on the training thread): note its CPU wait so far."""
+        self._cpu_wait_at_start = run_queue_wait_s()
 
     def add(self, step: int, data_s: float, compute_s: float, wait_s: float, step_s: float):
-        self.rows.append((step, *(round(x, 7) for x in (data_s, compute_s, wait_s, step_s))))
+        now, then = run_queue_wait_s(), self._cpu_wait_at_start
+        cpu_wait = round(now - then, 7) if None not in (now, then) else ""
+        times = (round(x, 7) for x in (data_s, compute_s, wait_s, step_s))
+        self.rows.append((step, *times, cpu_wait))
 
 
 @dataclass(frozen=True)

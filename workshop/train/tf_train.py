@@ -233,6 +233,7 @@ def train_epoch(
     loss_sum, correct, seen = 0.0, 0, 0
     lr = plan.base_lr
     for batch in range(plan.steps_per_epoch):
+        step_times.start()
         step_start = time.perf_counter()
         step = first_step + batch
         lr = lr_at(step, plan.steps_per_epoch, plan.base_lr, plan.target_lr, warmup_epochs)

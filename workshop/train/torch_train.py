@@ -191,6 +191,7 @@ def train_epoch(
     lr = plan.base_lr
     clock = _clock(device)
     for batch in range(plan.steps_per_epoch):
+        step_times.start()
         step_start = clock()
         step = first_step + batch
         lr = lr_at(step, plan.steps_per_epoch, plan.base_lr, plan.target_lr, warmup_epochs)

@@ -11,9 +11,12 @@ The problems, with the number that gives each away (ids as in ``workshop diagnos
 ========================  ===================================================================
 ``straggler``             ``compute_ratio``: the compute per step (forward, backward, update,
                           without waiting in Horovod; lower quartile over the steps) of the
-                          slowest rank divided by the other ranks'. Beside it, never a finding
-                          by itself: ``late_cycles``, from the timeline's readiness ticks with
-                          the coordinator's bias taken out (:func:`tick_lateness`).
+                          slowest rank divided by the other ranks'; ``cpu_wait_gap``: the
+                          share of its own work the most-waiting rank waited for a CPU
+                          beyond the others' (other work on its core: the cause). Beside
+                          them, never a finding by itself: ``late_cycles``, from the
+                          timeline's readiness ticks with the coordinator's bias taken out
+                          (:func:`tick_lateness`).
 ``lr_not_scaled``         ``lr_ratio``: the LR used / the one the linear rule gives.
 ``fusion_off``            ``responses_per_step``: gradient allreduce responses per step.
 ``long_cycle_time``       ``cycle_interval_ms``: median time between background cycle starts.
@@ -50,6 +53,8 @@ from workshop.analysis.diagnose.measures import (
     compute_by_rank,
     compute_ratio,
     core_sharing,
+    cpu_wait_by_rank,
+    cpu_wait_gap,
     cycle_interval_ms,
     data_share,
     late_cycles,
@@ -71,6 +76,8 @@ __all__ = [
     "compare_with_reference",
     "compute_by_rank",
     "compute_ratio",
+    "cpu_wait_by_rank",
+    "cpu_wait_gap",
     "core_sharing",
     "cycle_interval_ms",
     "data_share",

@@ -15,6 +15,7 @@ import pandas as pd
 from workshop.analysis.diagnose.measures import (
     comm_share,
     compute_ratio,
+    cpu_wait_gap,
     cycle_interval_ms,
     data_share,
     late_cycles,
@@ -85,6 +86,12 @@ MEASURES: dict[str, Measure] = {
     "compute_ratio": Measure(
         "straggler", "compute per step, slowest rank / the other ranks (lower quartiles)"
     ),
+    "cpu_wait_gap": Measure(
+        "straggler",
+        "share of its own work the most-waiting rank waited for a CPU, beyond the other ranks' "
+        "(run-queue wait: other work on its core)",
+        floor=0.1,
+    ),
     "late_cycles": Measure(
         "straggler",
         "background cycles the latest rank is behind the first one ready, mean over the "
@@ -146,6 +153,7 @@ def evidence(
     rows: dict[str, tuple[float, Any]] = {name: (math.nan, None) for name in MEASURES}
     if len(steps):
         rows["compute_ratio"] = compute_ratio(steps)
+        rows["cpu_wait_gap"] = cpu_wait_gap(steps)
         rows["comm_share"] = (comm_share(steps), None)
         rows["data_share"] = (data_share(steps), None)
     rows["lr_ratio"] = (lr_ratio(record, metrics), None)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from workshop.frames import require_columns, takes_run
-from workshop.rules import scaled_lr
+from workshop.rules import STEP_FILE_REQUIRED, scaled_lr
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -26,6 +26,8 @@ __all__ = [
     "compute_by_rank",
     "compute_ratio",
     "core_sharing",
+    "cpu_wait_by_rank",
+    "cpu_wait_gap",
     "cycle_interval_ms",
     "data_share",
     "late_cycles",
@@ -38,12 +40,24 @@ __all__ = [
 #: Steps left out at the start of a run: the first step sets up Horovod (fusion buffer, the
 #: first negotiations) and the broadcasts.
 SKIP_STEPS = 1
-STEP_COLUMNS = ("rank", "step", "data_s", "compute_s", "wait_s", "step_s")
+#: The step columns every measure reads (``cpu_wait_s``, recorded since 2026-11-27, only
+#: :func:`cpu_wait_gap` reads: :data:`workshop.rules.STEP_FILE_COLUMNS`).
+STEP_COLUMNS = ("rank", *STEP_FILE_REQUIRED)
 _STEPS = {"frame": "steps", "hint": "pass workshop.readers.read_step_times(run_dir)"}
 
 
 # ---------------------------------------------------------------------------------------------
 # Per-rank step times
+
+
+def _top_against_others(table: pd.DataFrame, column: str) -> tuple[float, float, int | None]:
+    """The largest ``column`` of a per-rank table, the median of the other ranks', and the
+    rank it belongs to (the first of equals); ``(nan, nan, None)`` for fewer than 2 ranks."""
+    if len(table) < 2:
+        return math.nan, math.nan, None
+    table = table.sort_values(column, ascending=False, kind="stable")
+    top = table.iloc[0]
+    return float(top[column]), float(table[column].iloc[1:].median()), int(top["rank"])
 
 
 @takes_run
@@ -101,15 +115,55 @@ def compute_ratio(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[fl
     >>> compute_ratio(steps)   # lower quartiles: rank 1 21.75 ms, rank 0 10.75 ms
     (2.023256, 1)
     """
-    table = compute_by_rank(steps, skip_steps)
-    if len(table) < 2:
+    top, others, rank = _top_against_others(compute_by_rank(steps, skip_steps), "compute_p25_ms")
+    if rank is None or others <= 0:
         return math.nan, None
-    table = table.sort_values("compute_p25_ms", ascending=False, kind="stable")
-    slowest = table.iloc[0]
-    others = float(table["compute_p25_ms"].iloc[1:].median())
-    if others <= 0:
+    return round(top / others, 6), rank
+
+
+@takes_run
+def cpu_wait_by_rank(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> pd.DataFrame:
+    """Each rank's share of its own work spent waiting for a CPU: its training thread's
+    run-queue wait (``cpu_wait_s``) over its batch taking and compute (``data_s`` +
+    ``compute_s``), summed over the steps after ``skip_steps``.
+
+    Returns:
+        One row per rank with a recorded wait: ``rank``, ``cpu_wait_share``; empty for steps
+        without ``cpu_wait_s`` (recorded before 2026-11-27, or a system that does not tell).
+    """
+    require_columns(steps, STEP_COLUMNS, "workshop.analysis.diagnose", **_STEPS)
+    if "cpu_wait_s" not in steps:
+        return pd.DataFrame(columns=["rank", "cpu_wait_share"])
+    kept = steps[(steps["step"] >= skip_steps) & steps["cpu_wait_s"].notna()]
+    g = kept.groupby("rank")
+    work = g["data_s"].sum() + g["compute_s"].sum()
+    share = (g["cpu_wait_s"].sum() / work.where(work > 0)).rename("cpu_wait_share")
+    return share.dropna().reset_index()
+
+
+@takes_run
+def cpu_wait_gap(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[float, int | None]:
+    """The straggler's cause in a number: how much more of its own work the most-waiting rank
+    spent waiting for a CPU than the other ranks (its :func:`cpu_wait_by_rank` share minus the
+    median of the others'), and that rank; ``(nan, None)`` for fewer than 2 ranks with a
+    recorded wait.
+
+    Why it separates where the compute ratio does not: a rank that shares its core with other
+    work is ready to run but waits (Linux's run queue) for a share of every step that grows
+    with the slowdown (slowed 1.5x: a third of its compute), while a rank that waits for the
+    others is blocked in an allreduce, not ready, and adds nothing; and load that every rank
+    meets alike (a busy room) raises every rank's share, not the gap.
+
+    >>> steps = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [1, 2, 1, 2], "data_s": 0.0,
+    ...     "compute_s": [0.010, 0.010, 0.015, 0.015], "wait_s": 0.0, "step_s": 0.02,
+    ...     "cpu_wait_s": [0.0005, 0.0005, 0.005, 0.005]})
+    >>> cpu_wait_gap(steps)    # rank 1 waited a third of its compute, rank 0 a twentieth
+    (0.283333, 1)
+    """
+    top, others, rank = _top_against_others(cpu_wait_by_rank(steps, skip_steps), "cpu_wait_share")
+    if rank is None:
         return math.nan, None
-    return round(float(slowest["compute_p25_ms"]) / others, 6), int(slowest["rank"])
+    return round(top - others, 6), rank
 
 
 @takes_run
