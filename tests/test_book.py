@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from test_browser import CHROMIUM, CHROMIUM_ARGS
-from test_notebooks import NOT_A_LEAK, NOTEBOOKS, papermill_run, read_run, screen_leaks
+from test_notebooks import NOT_A_LEAK, NOTEBOOKS, screen_leaks, solutions_replay
 
 from tools.book.build import build_book
 from tools.book.prepare import WIDGET_VIEW, left_out, prepare
@@ -365,16 +365,6 @@ REVEAL_LABELS_JS = """() => Array.from(document.querySelectorAll('main details >
 FILE_NAME = re.compile(r"^[\w-]*[0-9a-f]{16,}[\w-]*(\.\w+)?$|\.(png|svg|jpe?g)$")
 
 
-def _solutions_replay(path: Path, tmp_path_factory):
-    """The lesson run as CI runs it (``SOLUTIONS = True``, no answer given), once per
-    session: what the book is built from."""
-    folder = tmp_path_factory.getbasetemp() / "solutions" / path.stem
-    if not (folder / "run.json").exists():
-        with pytest.MonkeyPatch.context() as patch:
-            return papermill_run(path, folder, patch, {"SOLUTIONS": True})
-    return read_run(path, folder)
-
-
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory):
     """The book built from the lessons run with their solutions (no replay of its own), its
@@ -382,7 +372,9 @@ def built_book(tmp_path_factory):
     replays = tmp_path_factory.mktemp("book-replays")
     runs = {}
     for path in NOTEBOOKS:
-        runs[path.stem] = _solutions_replay(path, tmp_path_factory)
+        # the lesson run as CI runs it (SOLUTIONS True, no answer given), once per session:
+        # the same run test_notebooks.py's test_replay_matches_expected_values checks
+        runs[path.stem] = solutions_replay(path, tmp_path_factory)
         nbformat.write(runs[path.stem].for_reader(), replays / path.name)
     out = tmp_path_factory.mktemp("book")
     made = build_book(out, replays=replays, repository=LINKS.repository, progress=lambda _: None)
