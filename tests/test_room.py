@@ -546,8 +546,10 @@ def test_room_widget_shows_the_cli_table_and_refreshes_itself(tmp_path, monkeypa
             time.sleep(0.02)
         assert "<td>ivy</td>" in table.value and "<td>broadcast</td>" in table.value
         toggle.value = False
-        time.sleep(0.2)
-        assert not [t for t in threading.enumerate() if t.name == "room-view"]
+        deadline = time.monotonic() + 10  # a refresh under way (read, chart) ends first
+        while [t for t in threading.enumerate() if t.name == "room-view"]:
+            assert time.monotonic() < deadline, "the refreshing thread did not stop"
+            time.sleep(0.02)
     finally:
         panel.stop()
     with pytest.raises(FileNotFoundError, match="not a folder"):

@@ -1,6 +1,7 @@
 """Who speaks for whom in the room (issue 50): with real Unix users (as root, as
-test_room.py's group room), a learner cannot make a row appear as another's, nor keep a
-squatted, renamed or planted entry counted; the instructor's view names each one.
+test_room.py's group room), a learner cannot make a row appear as another's, nor stop
+another's records (a squatted folder: the learner records in a folder of their own), nor keep
+a squatted, renamed or planted entry counted; the instructor's view names each one.
 
 The users and their group are made once for this module (useradd costs seconds) and removed at
 its end; each test makes its own room folder under the group's base folder."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -134,37 +136,60 @@ def test_a_forged_name_is_recorded_as_the_account_that_wrote_it(people):
     assert "not counted" not in text and "sticky" not in text
 
 
-# -- attack 2: a squatted folder, then removed by the instructor -----------------------------
-def test_a_squatted_folder_is_refused_named_and_once_removed_the_learner_records_again(
-    people,
-):
+# -- attack 2: a squatted folder (and its guessable fallbacks) -------------------------------
+def test_a_squatted_folder_is_refused_and_the_learner_records_in_a_folder_of_their_own(people):
     (users, group), names = people, {k: v["name"] for k, v in people[0].items()}
     ana, ben = names["ana"], names["ben"]
     folder = new_room(group, "squatted")
-    forge(users["ana"], folder / ben / "session-forged.json", ben)  # ana makes ROOM/ben
-    assert rows(folder) == {}  # the forged row is not shown at all
-    assert refused(folder) == [(ben, "", ana, f"owned by {ana}")]
-    text = view_as(users["tess"], folder)
-    assert f"{folder}/{ben} is owned by {ana}: not counted as {ben}'s" in text
-    assert "room" in text.splitlines()[0] and ": 0 learners, 0 stuck" in text.splitlines()[0]
-    # ben works: his session is refused once, his lesson goes on; after the instructor removes
-    # the squatting folder his next check writes the whole session, the refused check included.
+    squats = [ben, f"{ben}.1234", f"{ben}.{'1234' * 4}"]  # ROOM/ben and fallbacks ana guessed
+    for squat in squats:
+        forge(users["ana"], folder / squat / "session-forged.json", ben)
+    forge(users["ana"], folder / f"{ana}.notes" / "session-forged.json", ana)  # her own
+    owned_by_ana = f"owned by {ana}"
+    squatted = sorted((ben, squat, "", ana, owned_by_ana) for squat in squats)
+    # near miss: ana.notes, made by ana, is ana's (3 right); nothing ana made counts as ben's
+    assert rows(folder) == {ana: (3, "", 0, 0)}
+    assert sorted(refused(folder)) == squatted
+    # ben works: told once where his records go, his lesson goes on; a second session of his
+    # finds the same folder; once the instructor removes the squat, the first session keeps
+    # its folder (its session file in one folder only) and a new one takes ROOM/ben again.
     run_dir = users["ben"]["home"] / "runs" / "r1"
     run_dir.mkdir(parents=True)
     shutil.copy(OK_RUN / "run.json", run_dir)
     signals = group["base"] / "signals"
     signals.mkdir(mode=0o777)
     signals.chmod(0o777)
-    refused_once, removed = signals / "refused", signals / "removed"
+    recorded, removed = signals / "recorded", signals / "removed"
     steps = [["check", "05.1", 1], ["check", "05.1", 42], ["run", str(run_dir)],
-             ["signal", str(refused_once)], ["wait", str(removed)], ["check", "05.2", 42],
+             ["signal", str(recorded)], ["wait", str(removed)], ["check", "05.2", 42],
              ["run", str(run_dir)]]  # fmt: skip
     session = learner(users["ben"], folder, steps, popen=True)
     deadline = time.monotonic() + 60
-    while not refused_once.exists() and time.monotonic() < deadline:
+    while not recorded.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert refused_once.exists()
-    assert rows(folder) == {} and refused(folder) == [(ben, "", ana, f"owned by {ana}")]
+    assert recorded.exists()
+    [own] = [path for path in folder.iterdir() if path.name not in [*squats, f"{ana}.notes"]]
+    assert re.fullmatch(rf"{ben}\.[0-9a-f]{{16}}", own.name), own.name
+    assert (own.stat().st_uid, oct(stat.S_IMODE(own.stat().st_mode))) == (
+        users["ben"]["uid"], "0o2750",
+    )  # fmt: skip
+    written = [path for squat in squats for path in (folder / squat).iterdir()]
+    assert {path.stat().st_uid for path in written} == {users["ana"]["uid"]}  # none of ben's
+    # ben's row: his records only (05.1 wrong then right, the run), not the forged ones
+    assert rows(folder) == {ana: (3, "", 0, 0), ben: (1, "", 0, 0)}
+    assert sorted(refused(folder)) == squatted
+    text = view_as(users["tess"], folder)
+    for squat in squats:
+        assert f"{folder}/{squat} is owned by {ana}: not counted as {ben}'s" in text
+    assert "room" in text.splitlines()[0] and ": 2 learners, 0 stuck" in text.splitlines()[0]
+    told = (
+        f"(room: {folder}/{ben} is owned by {ana}, not {ben}'s own folder: your records go to "
+        f"{own} instead, a folder only you can write, and count as {ben}'s. The instructor may "
+        f"remove {folder}/{ben} (rm -r {folder}/{ben}))"
+    )
+    second = learner(users["ben"], folder, [["check", "06.1", 7]])
+    assert second.returncode == 0 and second.stderr.splitlines() == [told]
+    assert len(list(own.glob("session-*.json"))) == 2  # the second session found his folder
     shutil.rmtree(folder / ben)  # what the view told the instructor to do
     removed.touch()
     out, err = session.communicate(timeout=60)
@@ -172,25 +197,25 @@ def test_a_squatted_folder_is_refused_named_and_once_removed_the_learner_records
     assert out.splitlines() == [
         "[05.1] not yet: you said 1. Hint: h",
         "[05.1] right: 42.",
-        "run recorded: False",
+        "run recorded: True",
         "[05.2] right: 42.",
         "run recorded: True",
     ]
-    assert err.splitlines() == [
-        f"(room: not recorded: {folder}/{ben} is owned by {ana}, not {ben}'s own folder: "
-        f"nothing is written there. The instructor should remove it (rm -r {folder}/{ben}); "
-        "your next record then goes in, and your results stay in your own run folders "
-        "meanwhile)"
-    ]
-    # 05.1 (wrong, then right, while refused) and 05.2: the session file kept them all
-    table = room_table(read_room(folder)).set_index("learner")
-    assert table.loc[ben, ["right", "furthest", "last_run", "last_run_status"]].tolist() == [
-        2, "05.2", "r1", "ok",
-    ]  # fmt: skip
-    merged = read_room(folder).exercises.set_index("exercise")
-    assert merged.loc["05.1", ["tries", "wrong", "right"]].tolist() == [2, 1, True]
-    assert refused(folder) == []
+    assert err.splitlines() == [told]  # once, for five records
+    assert not (folder / ben).exists()  # the session kept its folder
+    merged = read_room(folder).exercises
+    mine = merged[merged["session"] != "forged"].set_index("exercise")
+    assert mine.loc["05.1", ["tries", "wrong", "right"]].tolist() == [2, 1, True]  # once
+    # a new session takes ROOM/ben, his now; his row is all his folders' records
+    third = learner(users["ben"], folder, [["check", "05.3", 42]])
+    assert third.returncode == 0 and third.stderr == ""
     assert (folder / ben).stat().st_uid == users["ben"]["uid"]
+    assert len(list((folder / ben).glob("session-*.json"))) == 1
+    table = room_table(read_room(folder)).set_index("learner")
+    got = table.loc[ben, ["right", "furthest", "stuck_on", "last_run", "last_run_status"]]
+    assert got.tolist() == [3, "06.1", "", "r1", "ok"]
+    assert sorted(refused(folder)) == squatted[1:]
+    assert read_room(folder).learners == sorted([ana, ben])
 
 
 def test_a_learner_cannot_clear_another_learners_folder_in_a_room_made_by_init(people):
@@ -239,7 +264,7 @@ def test_in_a_room_without_sticky_a_renamed_folder_is_flagged_and_the_room_warne
     forge(users["ana"], folder / ben / "session-forged.json", ben)
     assert rows(folder) == {}  # neither the forged folder nor ben's renamed one counts
     assert sorted(refused(folder)) == sorted(
-        [(ben, "", ana, f"owned by {ana}"), ("gone", "", ben, f"owned by {ben}")]
+        [(ben, ben, "", ana, f"owned by {ana}"), ("gone", "gone", "", ben, f"owned by {ben}")]
     )
     text = view_as(users["tess"], folder)
     assert f"{folder}/{ben} is owned by {ana}: not counted as {ben}'s" in text
@@ -284,9 +309,9 @@ os.symlink({str(folder / ana)!r}, {str(folder / ben / "run-link.json")!r})
     # ben: only his own record counts (05.1 wrong once: stuck); ana's moved record left her row
     assert rows(folder) == {ana: (0, "", 0, 0), ben: (0, "05.1", 0, 3)}
     assert sorted(refused(folder)) == [
-        (ben, "run-link.json", ana, "a link"),
-        (ben, "session-moved.json", ana, f"owned by {ana}"),
-        (ben, "session-planted.json", ana, f"owned by {ana}"),
+        (ben, ben, "run-link.json", ana, "a link"),
+        (ben, ben, "session-moved.json", ana, f"owned by {ana}"),
+        (ben, ben, "session-planted.json", ana, f"owned by {ana}"),
     ]
     text = view_as(users["tess"], folder)
     assert "3 not theirs (below)" in text
@@ -335,7 +360,7 @@ def test_a_single_account_room_names_learners_by_the_hub_variable(tmp_path, monk
     found = read_room(folder)
     assert found.identity == room.SINGLE_ACCOUNT and found.learners == ["ana", "ben"]
     assert [tuple(r) for r in found.refused.itertuples(index=False)] == [
-        ("cai", "", room.account_name(os.geteuid()), "a link")
+        ("cai", "cai", "", room.account_name(os.geteuid()), "a link")
     ]
     text = room_text(room_table(found), folder=str(folder), room=found)
     assert (

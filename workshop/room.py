@@ -27,8 +27,9 @@ both sides (:func:`room_identity`):
   owner, so its name is that account's (uid to name), never ``$JUPYTERHUB_USER``: when the
   variable names someone else, the account wins and the session says so once. The learner's
   folder must be owned by that account: a folder someone else made under the learner's name is
-  never written into (said once: which account owns it, what the instructor should do), and
-  root, who is no learner there, records nothing.
+  never written into; the records go to a folder of the learner's own, ``DIR/<learner>.<16
+  random hex>`` (said once: which account owns the other, where the records go), which the
+  reader counts as the learner's too. Root, who is no learner there, records nothing.
 - **Single account** (a hub with a container per learner, all running as one account such as
   ``jovyan``, the room made by that account): the session runs as the room's owner, so the
   file system cannot tell learners apart; ``$JUPYTERHUB_USER`` (else the login name) names the
@@ -52,6 +53,7 @@ import json
 import os
 import pwd
 import re
+import secrets
 import stat
 import sys
 import tempfile
@@ -79,6 +81,8 @@ ROOM_BITS = stat.S_ISGID | stat.S_ISVTX | stat.S_IRWXU | stat.S_IRWXG
 
 _SESSION = {"id": f"{int(time.time())}-{os.getpid()}-{uuid.uuid4().hex[:8]}", "exercises": {}}
 _WARNED: set[str] = set()
+# (room, learner) -> the folder this session records in (see _learner_dir).
+_FOLDERS: dict[tuple[str, str], Path] = {}
 
 
 def room_dir() -> Path | None:
@@ -277,7 +281,16 @@ def write_json(path: Path, payload: dict) -> None:
         raise
 
 
-def _learner_dir(room: Path) -> Path:
+def _learner_dir(room: Path) -> tuple[Path, str]:
+    """This session's folder in ``room`` and the learner's name.
+
+    The folder is ``room/<name>`` when this account owns it (made here if missing). In a room of
+    Unix accounts where another account made ``room/<name>`` first (or it is a link, or not a
+    folder), the records go to a folder of this account's own, ``room/<name>.<16 hex>``: an
+    existing one this account owns, else one made here (``mkdir`` of a random name, so it is
+    this account's whatever anyone made before); said once. A session keeps the folder it
+    found: its session file never lands in two folders, which the reader would count twice.
+    """
     if not room.is_dir():
         raise FileNotFoundError(f"{ROOM_ENV}={room}: no such folder (the instructor makes it)")
     name = learner_name(room)
@@ -287,21 +300,69 @@ def _learner_dir(room: Path) -> Path:
             f"(room: recording as {name!r}, the Unix account this session runs as; "
             f"{HUB_USER_ENV}={hub_user!r} does not name a learner in a room of Unix accounts)"
         )
+    kept = _FOLDERS.get((str(room), name))
+    if kept is not None and _is_own_folder(kept):
+        return kept, name
     folder = room / name
     try:
         folder.mkdir(mode=0o750)
     except FileExistsError:
         pass
     found = folder.lstat()
-    if found.st_uid != os.geteuid() or not stat.S_ISDIR(found.st_mode):
-        what = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder"
-        what = what if found.st_uid == os.geteuid() else f"owned by {account_name(found.st_uid)}"
+    if found.st_uid == os.geteuid() and stat.S_ISDIR(found.st_mode):
+        _FOLDERS[(str(room), name)] = folder
+        return folder, name
+    what = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder"
+    what = what if found.st_uid == os.geteuid() else f"owned by {account_name(found.st_uid)}"
+    if room_identity(room.stat().st_uid, [os.geteuid()]) != UNIX_ACCOUNTS:
         raise PermissionError(
             f"{folder} is {what}, not {name}'s own folder: nothing is written there. The "
             f"instructor should remove it (rm -r {folder}); your next record then goes in, "
             "and your results stay in your own run folders meanwhile"
         )
-    return folder
+    own = _own_fallback(room, name)
+    _FOLDERS[(str(room), name)] = own
+    _say_once(
+        f"(room: {folder} is {what}, not {name}'s own folder: your records go to {own} "
+        f"instead, a folder only you can write, and count as {name}'s. The instructor may "
+        f"remove {folder} (rm -r {folder}))"
+    )
+    return own, name
+
+
+def _is_own_folder(folder: Path) -> bool:
+    try:
+        found = folder.lstat()
+    except OSError:
+        return False
+    return found.st_uid == os.geteuid() and stat.S_ISDIR(found.st_mode)
+
+
+def _own_fallback(room: Path, name: str) -> Path:
+    """``room/<name>.<16 hex>`` owned by this account: one found (a session before this one
+    made it), else a new one. Its name cannot be guessed, and ``mkdir`` fails on a name that
+    exists, so a folder made here is this account's even if another made one of the same
+    name before."""
+    fallback = re.compile(re.escape(name) + r"\.[0-9a-f]{16}")
+    try:
+        found = sorted(entry.name for entry in os.scandir(room) if fallback.fullmatch(entry.name))
+    except OSError:
+        found = []  # a room its learners may not list: make one
+    for entry in found:
+        if _is_own_folder(room / entry):
+            return room / entry
+    for _ in range(10):
+        folder = room / f"{name}.{secrets.token_hex(8)}"
+        try:
+            folder.mkdir(mode=0o750)
+        except FileExistsError:
+            continue
+        if _is_own_folder(folder):
+            return folder
+    raise PermissionError(
+        f"{room}/{name} is not {name}'s own folder and no folder of {name}'s own could be made "
+        f"beside it: nothing is written. The instructor should remove {room}/{name}"
+    )
 
 
 def _prune(folder: Path, pattern: str, keep: int, current: Path) -> None:
@@ -315,13 +376,13 @@ def _write_record(room: Path, name: str, pattern: str, keep: int, problem: str, 
     of ``pattern``: True when written; False, said once on stderr after ``problem``, when the
     room could not be written."""
     try:
-        folder = _learner_dir(room)
+        folder, learner = _learner_dir(room)
     except (OSError, ValueError) as exc:
         _warn_once(str(exc))  # the room's problem, not this record's: said once for all
         return False
     try:
         path = folder / name
-        write_json(path, _payload(folder, **fields))
+        write_json(path, _payload(learner, **fields))
         _prune(folder, pattern, keep, path)
     except (OSError, ValueError) as exc:
         _warn_once(f"{problem}{exc}")
@@ -340,8 +401,8 @@ def _say_once(text: str) -> None:
         print(text, file=sys.stderr)
 
 
-def _payload(folder: Path, **fields) -> dict:
-    return {"format": FORMAT, "learner": folder.name, "written_s": time.time(), **fields}
+def _payload(learner: str, **fields) -> dict:
+    return {"format": FORMAT, "learner": learner, "written_s": time.time(), **fields}
 
 
 def record_attempt(exercise: str, ok: bool | None, *, now: float | None = None) -> bool:

@@ -71,8 +71,9 @@ def room_table(room) -> pd.DataFrame:
         ``last_run_error`` (of the run recorded last, "" if none); ``last_seen_s`` (Unix
         seconds of the learner's latest record, NaN if none); ``bad_files`` (how many files
         could not be used) and ``problems`` (each with its reason, "; "-joined);
-        ``refused_files`` (files in the learner's folder that another account made, or links:
-        not counted, named in ``room.refused``).
+        ``refused_files`` (files in the learner's folders that another account made, or links:
+        not counted, named in ``room.refused``). A learner's folders (``NAME`` and, in a room
+        of Unix accounts, ``NAME.<suffix>`` of theirs) make one row.
     """
     merged = learner_exercises(room.exercises)
     rows = []

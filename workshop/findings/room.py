@@ -69,14 +69,14 @@ def room_notes(room) -> list[str]:
 
     >>> from workshop.readers.room import Room
     >>> empty = pd.DataFrame()
-    >>> refused = pd.DataFrame([{"learner": "ben", "file": "", "owner": "ana",
+    >>> refused = pd.DataFrame([{"learner": "ben", "folder": "ben", "file": "", "owner": "ana",
     ...                          "problem": "owned by ana"}])
     >>> for line in room_notes(Room("/r", ["ana"], *[empty] * 4, refused, "unix accounts",
     ...                             "root", ["not sticky (chmod +t): ..."])):
     ...     print(line)
     identity: Unix accounts (the room is root's): a folder and its records count only for the account that owns them
     /r/ben is owned by ana: not counted as ben's
-    what is not counted is kept out of every row: remove it (rm -r PATH, as root or the room's owner root); the learner's next record then goes in
+    what is not counted is kept out of every row: remove it (rm -r PATH, as root or the room's owner root); a learner whose folder another account made records in a folder of their own meanwhile (NAME.<random hex>), counted in their row
     /r: not sticky (chmod +t): ... (workshop room --init /r, run by its owner, adds what is missing)
     """  # noqa: E501
     folder = str(room.folder)
@@ -94,14 +94,16 @@ def room_notes(room) -> list[str]:
     else:
         notes = [f"identity: no learner folder yet (the room is {room.owner}'s)"]
     for entry in room.refused.itertuples():
-        path = f"{folder}/{entry.learner}" + (f"/{entry.file}" if entry.file else "")
+        path = f"{folder}/{entry.folder}" + (f"/{entry.file}" if entry.file else "")
         whose = f"in {entry.learner}'s row" if entry.file else f"as {entry.learner}'s"
         made = f" (made by {entry.owner})" if entry.problem == "a link" else ""
         notes.append(f"{path} is {entry.problem}{made}: not counted {whose}")
     if len(room.refused):
         notes.append(
             "what is not counted is kept out of every row: remove it (rm -r PATH, as root or "
-            f"the room's owner {room.owner}); the learner's next record then goes in"
+            f"the room's owner {room.owner}); a learner whose folder another account made "
+            "records in a folder of their own meanwhile (NAME.<random hex>), counted in their "
+            "row"
         )
     notes += [
         f"{folder}: {problem} (workshop room --init {folder}, run by its owner, adds what is "

@@ -5,10 +5,12 @@ The files are written by :mod:`workshop.room`. Anything else found in a learner'
 line in :attr:`Room.problems` for that learner; reading never stops at one bad file.
 
 Who wrote what (issue 50): in a room of Unix accounts (:func:`workshop.room.room_identity`)
-a folder counts only when the account that owns it has the folder's name, and a record only
-when it is owned by that same account; anything else (a folder made under another learner's
-name, a file planted or renamed into someone's folder, a link) is not counted and goes into
-:attr:`Room.refused`, for the view to name. In a single-account room the owner tells nothing
+a folder counts only when the account that owns it has the folder's name, ``<account>`` or
+``<account>.<suffix>`` (the folder a learner records in when another account made theirs
+first; all of a learner's folders make one row), and a record only when it is owned by that
+same account; anything else (a folder made under another learner's name, or under their name
+and a suffix, a file planted or renamed into someone's folder, a link) is not counted and goes
+into :attr:`Room.refused`, for the view to name. In a single-account room the owner tells nothing
 (one account wrote everything) and the folder's name is the learner's, as the hub's variable
 gave it; links are refused there too.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
 import time
 from dataclasses import dataclass, field
@@ -44,7 +47,7 @@ CHECK_COLUMNS = [
     "learner", "script", "exit_code", "missing", "warnings", "verdict", "error", "written_s",
 ]  # fmt: skip
 PROBLEM_COLUMNS = ["learner", "file", "problem"]
-REFUSED_COLUMNS = ["learner", "file", "owner", "problem"]
+REFUSED_COLUMNS = ["learner", "folder", "file", "owner", "problem"]
 # A temporary file younger than this is a write in flight, not one a crash left behind.
 PARTIAL_AFTER_S = 60.0
 
@@ -55,7 +58,9 @@ class Room:
 
     Attributes:
         folder: the room folder.
-        learners: sorted names of the learner folders (and stray entries) found.
+        learners: sorted names of the learners found (each once: in a room of Unix accounts,
+            the owners of the folders counted; else the names of the folders and stray
+            entries).
         exercises: one row per learner, session and exercise: ``learner``, ``session``,
             ``exercise`` (id, e.g. "05.1"), ``tries`` (answers given), ``wrong``, ``right``
             (bool: answered right at least once), ``first_s`` / ``last_s`` (Unix seconds of
@@ -63,11 +68,14 @@ class Room:
         runs: one row per recorded run: ``learner``, ``name``, ``status`` (run.json's),
             ``exit_code``, ``np``, ``framework``, ``duration_s``, ``error`` (first line),
             ``written_s`` (Unix seconds the record was written).
-        problems: one row per file that could not be used: ``learner``, ``file``, ``problem``.
-        refused: one row per entry not counted because of who made it: ``learner`` (the folder
-            name, the learner it claims to be), ``file`` ("" for the folder itself), ``owner``
-            (the account that owns it, "uid N" for one without a name), ``problem`` ("owned by
-            ana", "a link"). A refused folder has no row of its own.
+        problems: one row per file that could not be used: ``learner``, ``file`` (in a
+            learner's folder ``<name>.<suffix>``, prefixed ``<name>.<suffix>/``), ``problem``.
+        refused: one row per entry not counted because of who made it: ``learner`` (the
+            learner it claims to be: for a folder, its name, or the account its name starts
+            with before a "."; for a file, its folder's learner), ``folder`` (the folder's name
+            in the room), ``file`` ("" for the folder itself), ``owner`` (the account that owns
+            it, "uid N" for one without a name), ``problem`` ("owned by ana", "a link"). A
+            refused folder has no row of its own.
         identity: :data:`workshop.room.UNIX_ACCOUNTS` or :data:`workshop.room.SINGLE_ACCOUNT`.
         owner: the account that owns the room folder.
         folder_problems: what the room folder lacks to keep each folder its maker's
@@ -193,20 +201,52 @@ def _is_number(value) -> bool:
 
 
 class _Accounts(dict):
-    """uid -> account name, each looked up once per reading."""
+    """uid -> account name, each looked up once per reading; :meth:`claimed` by a folder name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[str, bool] = {}  # a name -> whether it is an account's
 
     def __missing__(self, uid: int) -> str:
         self[uid] = account_name(uid)
         return self[uid]
 
+    def claimed(self, name: str, owner: str) -> str:
+        """Whose folder ``name`` says it is: the longest of ``name``, then ``name`` cut at
+        each "." from the right, that is ``owner`` or an account on this machine; ``name``
+        when none is. A folder counts for its owner only when this is the owner: ``ana`` and
+        ``ana.3f9c`` are ana's own, ``ben.3f9c`` made by ana is not, nor is ``ana.lee`` made
+        by ana when ana.lee is an account."""
+        known = self.names
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:end])
+            if prefix == owner:
+                return prefix
+            if prefix not in known:
+                try:
+                    pwd.getpwnam(prefix)
+                    known[prefix] = True
+                except KeyError:
+                    known[prefix] = False
+            if known[prefix]:
+                return prefix
+        return name
+
 
 def _read_learner(
-    folder: Path, found: os.stat_result, now: float, owner_uid: int | None, accounts: _Accounts
+    folder: Path,
+    found: os.stat_result,
+    now: float,
+    owner_uid: int | None,
+    accounts: _Accounts,
+    learner: str,
 ) -> tuple[list[dict], ...]:
-    learner = folder.name
     exercises, runs, problems, checks, refused = [], [], [], [], []
+    where = "" if folder.name == learner else f"{folder.name}/"
 
     def problem(file: str, text: str) -> None:
+        file = f"{where}{file}" if file else folder.name if where else ""
         problems.append({"learner": learner, "file": file, "problem": text})
 
     if not stat.S_ISDIR(found.st_mode):
@@ -226,7 +266,10 @@ def _read_learner(
         if stat.S_ISLNK(entry.st_mode) or (owner_uid is not None and entry.st_uid != owner_uid):
             owner = accounts[entry.st_uid]
             why = "a link" if stat.S_ISLNK(entry.st_mode) else f"owned by {owner}"
-            refused.append({"learner": learner, "file": name, "owner": owner, "problem": why})
+            refused.append(
+                {"learner": learner, "folder": folder.name, "file": name, "owner": owner,
+                 "problem": why}
+            )  # fmt: skip
             continue
         if name.startswith(".") and name.endswith(".tmp"):
             if now - entry.st_mtime > PARTIAL_AFTER_S:
@@ -257,11 +300,12 @@ def _read_learner(
 
 
 def read_room(folder: str | Path, *, now: float | None = None) -> Room:
-    """Read every learner's records under ``folder`` (``DIR/<learner>/*.json``).
+    """Read every learner's records under ``folder`` (``DIR/<learner>/*.json``, and in a room of
+    Unix accounts ``DIR/<learner>.<suffix>/*.json`` too, in the same row).
 
-    In a room of Unix accounts, an entry whose owner's account name is not its name, a record
-    owned by another account than its folder's, and any link are not read: they are rows of
-    :attr:`Room.refused`.
+    In a room of Unix accounts, an entry whose owner's account name is not its name (nor its
+    name before a "." suffix), a record owned by another account than its folder's, and any link
+    are not read: they are rows of :attr:`Room.refused`.
 
     Args:
         folder: the room folder (``WORKSHOP_ROOM`` of the learners).
@@ -297,13 +341,19 @@ def read_room(folder: str | Path, *, now: float | None = None) -> Room:
     exercises, runs, problems, checks, refused, learners = [], [], [], [], [], []
     for entry, entry_stat in found.items():
         owner = accounts[entry_stat.st_uid]
-        if stat.S_ISLNK(entry_stat.st_mode) or (identity == UNIX_ACCOUNTS and owner != entry.name):
+        learner = entry.name
+        if identity == UNIX_ACCOUNTS:
+            learner = accounts.claimed(entry.name, owner)
+        if stat.S_ISLNK(entry_stat.st_mode) or (identity == UNIX_ACCOUNTS and owner != learner):
             why = "a link" if stat.S_ISLNK(entry_stat.st_mode) else f"owned by {owner}"
-            refused.append({"learner": entry.name, "file": "", "owner": owner, "problem": why})
+            refused.append(
+                {"learner": learner, "folder": entry.name, "file": "", "owner": owner,
+                 "problem": why}
+            )  # fmt: skip
             continue
-        learners.append(entry.name)
+        learners.append(learner)
         owner_uid = entry_stat.st_uid if identity == UNIX_ACCOUNTS else None
-        found_here = _read_learner(entry, entry_stat, now, owner_uid, accounts)
+        found_here = _read_learner(entry, entry_stat, now, owner_uid, accounts, learner)
         exercises += found_here[0]
         runs += found_here[1]
         problems += found_here[2]
@@ -311,7 +361,7 @@ def read_room(folder: str | Path, *, now: float | None = None) -> Room:
         refused += found_here[4]
     return Room(
         folder,
-        learners,
+        sorted(set(learners)),
         pd.DataFrame(exercises, columns=EXERCISE_COLUMNS),
         pd.DataFrame(runs, columns=RUN_COLUMNS),
         pd.DataFrame(problems, columns=PROBLEM_COLUMNS),
