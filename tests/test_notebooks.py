@@ -24,6 +24,7 @@ import pytest
 
 from tools.notebook_run import NotebookRun, execute
 from workshop import exercises
+from workshop.lessons import exercises as exercise_registry
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))
@@ -100,7 +101,10 @@ def test_anatomy_and_parameters_cell(path):
         assert "SOLUTIONS = False" in first.source, (
             f"{path.name}: the parameters cell needs `SOLUTIONS = False` (CI sets it True)"
         )
-    assert "from workshop import" in code[1].source, f"{path.name}: imports come second"
+    imports = code[1].source
+    assert "from workshop import" in imports or imports.strip() == "import workshop as wk", (
+        f"{path.name}: imports come second"
+    )
 
 
 def _assigned_names(source: str) -> set[str]:
@@ -129,10 +133,13 @@ def test_exercises_have_answer_check_and_hidden_solution(path):
         if "exercise" not in cell.metadata.get("tags", []):
             continue
         exercise = EXERCISE_ID.search(cell.source).group(1)
-        answer_name = "answer_" + exercise.replace(".", "_")
-        answer, check, solution = cells[index + 1 : index + 4]
         name = f"{path.name} exercise {exercise}"
         assert cell.cell_type == "markdown", name
+        if f'wk.exercise("{exercise}", ' in cells[index + 1].source:
+            _registry_exercise_cells(name, exercise, cells[index + 1], cells[index + 2])
+            continue
+        answer_name = "answer_" + exercise.replace(".", "_")
+        answer, check, solution = cells[index + 1 : index + 4]
         assert answer.cell_type == "code" and f"{answer_name} = None" in answer.source, (
             f"{name}: next comes an answer cell the learner fills in (`{answer_name} = None`)"
         )
@@ -155,6 +162,31 @@ def test_exercises_have_answer_check_and_hidden_solution(path):
         )
         touched = {n for n in _assigned_names(solution.source) if n.startswith("answer_")}
         assert not touched, f"{name}: the solution overwrites the learner's {sorted(touched)}"
+
+
+def _registry_exercise_cells(name: str, exercise: str, answer, solution) -> None:
+    """An exercise of the registry (workshop.lessons.exercises): after its prompt, ONE code
+    cell, the learner's answer and its one-line check, then the collapsed worked solution,
+    which checks itself through the registry (``worked=True``) and says how to see it."""
+    suffix = exercise.replace(".", "_")
+    assert exercise in exercise_registry.REGISTRY, f"{name}: not in the registry"
+    body = ast.parse(answer.source).body
+    assert answer.cell_type == "code" and len(body) == 2, (
+        f"{name}: one cell, `answer_{suffix} = None` then `wk.exercise(...)`"
+    )
+    assert ast.unparse(body[0]) == f"answer_{suffix} = None", name
+    check = ast.unparse(body[1])
+    assert check.startswith(f"wk.exercise('{exercise}', answer_{suffix}"), name
+    assert "solution" in solution.metadata.get("tags", []), f"{name}: then a solution"
+    assert _collapsed(solution), f"{name}: the solution is collapsed"
+    first = ast.parse(solution.source).body[0]
+    assert isinstance(first, ast.If) and ast.unparse(first.test) == "SOLUTIONS", name
+    worked = ast.unparse(first.body[-1])
+    assert worked.startswith(f"wk.exercise('{exercise}', solution_{suffix}"), name
+    assert worked.endswith("worked=True)"), f"{name}: the solution checks itself"
+    assert f'exercises.solution_hidden("{exercise}")' in solution.source, name
+    touched = {n for n in _assigned_names(solution.source) if n.startswith("answer_")}
+    assert not touched, f"{name}: the solution overwrites the learner's {sorted(touched)}"
 
 
 # --- papermill runs -------------------------------------------------------------------------
@@ -276,10 +308,11 @@ def read_run(path: Path, folder: Path) -> Run:
     )
 
 
-# For every exercise, the nearest classic mistakes (off by one, the wrong formula the lesson
-# warns against, the other rank's or the other run's value), each computed in the notebook's
-# kernel after Run All from the notebook's own variables: its check must reject every one
-# (test_every_check_rejects_the_classic_slips).
+# For every exercise not in the registry yet, the nearest classic mistakes (off by one, the
+# wrong formula the lesson warns against, the other rank's or the other run's value), each
+# computed in the notebook's kernel after Run All from the notebook's own variables: its check
+# must reject every one (test_every_check_rejects_the_classic_slips). A registry exercise's
+# slips are in its entry; its check logs their values from the lesson's data.
 SLIPS: dict[str, list[tuple[str, str]]] = {
     "01.1": [
         ("off by one: the last M still above 10 %", "micro_for_10pct - 1"),
@@ -335,18 +368,7 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
     ],
     "04.4": [("responses with fusion over without: upside down", "1 / response_ratio")],
     "04.5": [("the range below", "chr(ord(delay_choice) - 1)")],
-    "05.1": [
-        ("every MPI_Allreduce call, not only the 8-byte ones", "int(own_bins.calls.sum())"),
-        ("both ranks' calls", "2 * own_negotiations"),
-    ],
-    "05.2": [
-        ("the default 1 ms cycle", "round(slow_elapsed_s / 0.001)"),
-        ("both ranks' calls", "2 * slow_negotiations"),
-    ],
-    "05.3": [("the range below", "chr(ord(mpi_over_train) - 1)")],
-    "05.4": [
-        ("the CPU run's share", "analysis.negotiation_signature(cpu)['small_call_share']"),
-    ],
+    # 05.x: the registry's slips (workshop/lessons/exercises/), logged by each check
     "06.1": [
         ("the speedup, not divided by N", "table004.speedup_train.iloc[-1]"),
         ("the time ratio upside down", "1 / table004.speedup_train.iloc[-1] / 32"),
@@ -720,6 +742,7 @@ def test_no_prompt_or_hint_contains_the_expected_value(path, learner_run):
             problems.append(f"{exercise}: {len(hints)} hints (1 to 3: a question, then the idea)")
         named = {"prompt": texts.get(exercise, "")}
         named.update({f"hint {i + 1}": hint for i, hint in enumerate(hints)})
+        named.update({f"slip {i + 1}": s["why"] for i, s in enumerate(record.get("slips", []))})
         problems += [f"{exercise}: {leak}" for leak in leaks(record, named)]
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
 
@@ -867,6 +890,11 @@ def _expected_object(record: dict):
     return {"set": set, "ranking": tuple}.get(kind, lambda v: v)(value)
 
 
+def _logged_value(slip: dict):
+    """A slip as the check logged it (kind and value), as _slip_object takes it."""
+    return {"set": slip["value"]} if slip["kind"] == "set" else slip["value"]
+
+
 def _slip_object(value):
     if isinstance(value, dict) and set(value) == {"set"}:
         return set(value["set"])
@@ -881,11 +909,20 @@ def test_every_check_rejects_the_classic_slips(path, learner_run, monkeypatch, c
     done = learner_run(path)
     records = done.records()
     monkeypatch.delenv(exercises.STRICT_ENV, raising=False)
-    problems = [f"{e}: no slip listed in SLIPS" for e in sorted(records) if e not in SLIPS]
+    problems = [
+        f"{e}: no slip listed in SLIPS or the registry"
+        for e, record in sorted(records.items())
+        if e not in SLIPS and not record.get("slips")
+    ]
     for exercise, record in sorted(records.items()):
-        for (slip, _), value in zip(
-            SLIPS.get(exercise, []), done.slips.get(exercise, []), strict=True
-        ):
+        listed = [
+            (why, value)
+            for (why, _), value in zip(
+                SLIPS.get(exercise, []), done.slips.get(exercise, []), strict=True
+            )
+        ]
+        logged = [(s["why"], _logged_value(s)) for s in record.get("slips", [])]
+        for slip, value in listed + logged:
             exercises.reset()
             verdict = exercises.check(
                 exercise,
