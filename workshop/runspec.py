@@ -338,6 +338,22 @@ RUN_SPEC: tuple[RunOption, ...] = (
         cli=False,
         table=False,
     ),
+    RunOption(
+        "script",
+        default=None,
+        help="run this training script of your own on every rank instead of the workshop's "
+        "(under workshop check's observation: each rank's log, step times and status go into "
+        "the run directory, so workshop diagnose reads it); its arguments follow --",
+        cli=False,
+        table=False,
+    ),
+    RunOption(
+        "script_args",
+        default=None,
+        help="the script's arguments, as one shell-quoted string (run.json records them)",
+        cli=False,
+        table=False,
+    ),
 )
 
 #: Each option by name.

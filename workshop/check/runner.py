@@ -216,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workshop.check.runner")
     parser.add_argument("--out", type=Path, required=True, help="folder for rank.<N>.json")
     parser.add_argument("--probe", action="store_true", help="stop at the first step")
+    parser.add_argument(
+        "--run-dir", type=Path, default=None,
+        help="also write this rank's step times and status into the run directory's logs/ "
+        "(workshop run --script)",
+    )  # fmt: skip
     parser.add_argument("script", type=Path)
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
@@ -224,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     size = _env_int("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
     recorder = Recorder(options.out, rank, size, probe=options.probe)
     recorder.script = str(script)
+    clock = None
+    if options.run_dir:
+        from workshop.check.stepclock import attach
+
+        clock = attach(recorder)
     AfterImport(observation_hooks(recorder)).install()
     _write_when_stopped(recorder)
     if not options.probe:
@@ -260,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     # their "Horovod has been shut down" (workshop.analysis.failure).
     left["time"] = time.time()
     recorder.write(status, exit_code, error, left)
+    if clock is not None:  # as the workshop's own training programs write them
+        logs = options.run_dir / "logs"
+        (logs / f"rank.{rank}.steps.csv").write_text(clock.csv())
+        (logs / f"rank.{rank}.status").write_text(("ok" if exit_code == 0 else "failed") + "\n")
     return exit_code
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,22 +18,34 @@ from workshop.runspec import OPTIONS
 
 
 def summarize(run_dir: Path) -> str:
-    """A few lines on a finished run: epoch times, samples/s, files written."""
-    from workshop.readers.runs import read_metrics, read_run
+    """A few lines on a finished run: epoch times, samples/s (a script's run: steps per rank
+    and the median step), files written."""
+    from workshop.readers.runs import open_run
 
-    run = read_run(run_dir)
-    metrics = read_metrics(run_dir)
+    run = open_run(run_dir)
+    record, config = run.record, run.config
+    what = f"script {Path(config['script']).name}" if config.get("script") else config["framework"]
+    data = (
+        record["data"].get("source", record["data"]) if config.get("script") is None else "its own"
+    )
     lines = [
-        f"\nrun {run['name']}: {run['status']} in {run['duration_s']:.1f} s "
-        f"(np={run['config']['np']}, {run['config']['framework']}, "
-        f"{run['config']['controller']}, data: {run['data'].get('source', run['data'])})",
-        "epoch  train_s  test_s  samples/s  test_acc",
+        f"\nrun {record['name']}: {record['status']} in {record['duration_s']:.1f} s "
+        f"(np={config['np']}, {what}, {config['controller']}, data: {data})",
     ]
-    for row in metrics.itertuples():
-        lines.append(
-            f"{row.epoch:5d} {row.train_time_s:8.3f} {row.test_time_s:7.3f} "
-            f"{row.samples_per_s:10.1f} {row.test_accuracy:9.4f}"
-        )
+    if len(run.metrics):
+        lines.append("epoch  train_s  test_s  samples/s  test_acc")
+        for row in run.metrics.itertuples():
+            lines.append(
+                f"{row.epoch:5d} {row.train_time_s:8.3f} {row.test_time_s:7.3f} "
+                f"{row.samples_per_s:10.1f} {row.test_accuracy:9.4f}"
+            )
+    elif len(run.steps):
+        per_rank = run.steps.groupby("rank")["step_s"]
+        for rank, count in per_rank.size().items():
+            lines.append(
+                f"rank {rank}: {count} optimizer steps, median step "
+                f"{per_rank.median()[rank] * 1e3:.1f} ms"
+            )
     files = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file())
     lines.append("files: " + ", ".join(files))
     return "\n".join(lines)
@@ -50,6 +63,11 @@ def register(subparsers) -> None:
     parser.add_argument("--name", default=None, help="run directory name")
     launcher = OPTIONS["launcher"]
     parser.add_argument(launcher.flag, default=launcher.default, help=launcher.help)
+    script = OPTIONS["script"]
+    parser.add_argument(script.flag, metavar="FILE", default=None, help=script.help)
+    parser.add_argument(
+        "script_argv", nargs="*", metavar="-- ARGS", help="the script's arguments (after --)"
+    )
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument(
         "--record",
@@ -63,6 +81,17 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.script_argv and not args.script:
+        print(
+            f"workshop run: arguments {' '.join(args.script_argv)!r} without --script FILE",
+            file=sys.stderr,
+        )
+        return 2
+    if args.script and not Path(args.script).is_file():
+        print(f"workshop run: --script {args.script}: no such file", file=sys.stderr)
+        return 2
+    if args.script_argv:
+        args.script_args = shlex.join(args.script_argv)
     config = config_from_args(args)
     problem = writable_problem(args.out) if args.out else ""
     if problem:

@@ -196,3 +196,38 @@ def failure_message(
     style = "torch" if framework == "torch" else "tf"
     said = failure_lines(found, logs=logs, style=style, oom_kills=oom_kills, oom_in_log=oom_in_log)
     return "\n".join(lines + [f"  {line}" for line in said])
+
+
+# horovodrun tags each line of a rank's output: "[1]<stderr>:..." (Gloo), "[1,1]<stderr>:..."
+# (Open MPI's --tag-output: job, rank).
+_TAGGED = re.compile(r"^\[(?:\d+,)?(?P<rank>\d+)\]<(?:stdout|stderr)>:(?P<text>.*)$")
+
+
+def write_rank_logs(run_dir: Path, np: int = 0) -> dict[int, Path]:
+    """Split the launcher's output (``logs/launcher.log``) into each rank's own log,
+    ``logs/rank.N.log``, as the workshop's training programs write theirs (for ``--script``
+    runs: a learner's script writes no log of its own). Untagged lines (the launcher's own)
+    stay in the launcher's log only. Each of the ``np`` ranks gets a log, empty when it
+    printed nothing.
+
+    >>> import tempfile
+    >>> run = Path(tempfile.mkdtemp()); (run / "logs").mkdir()
+    >>> _ = (run / "logs" / "launcher.log").write_text(
+    ...     "[0]<stdout>:epoch 1\\n[1,1]<stderr>:Traceback\\nProcess 1 exit with status 1.\\n")
+    >>> {r: p.read_text() for r, p in write_rank_logs(run).items()}
+    {0: 'epoch 1\\n', 1: 'Traceback\\n'}
+    """
+    logs = Path(run_dir) / "logs"
+    source = logs / "launcher.log"
+    lines: dict[int, list[str]] = {rank: [] for rank in range(np)}
+    if source.exists():
+        for line in source.read_text(errors="replace").splitlines():
+            tagged = _TAGGED.match(line)
+            if tagged:
+                lines.setdefault(int(tagged["rank"]), []).append(tagged["text"])
+    written = {}
+    for rank, texts in sorted(lines.items()):
+        path = logs / f"rank.{rank}.log"
+        path.write_text("".join(f"{text}\n" for text in texts))
+        written[rank] = path
+    return written

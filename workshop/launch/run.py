@@ -31,6 +31,7 @@ from workshop.launch.record import (
     recorded_env,
     result_fields,
     write_json,
+    write_rank_logs,
 )
 from workshop.launch.stopping import (
     end_on_parent_death,
@@ -154,7 +155,14 @@ def new_run_dir(config: RunConfig, out_dir: Path | None = None, name: str | None
 
 def train_args(config: RunConfig, run_dir: Path, data_mode: str) -> list[str]:
     """Arguments of the training program (one rank): the options that have a
-    ``program_flag`` in :data:`workshop.runspec.RUN_SPEC`, in its order."""
+    ``program_flag`` in :data:`workshop.runspec.RUN_SPEC`, in its order; for ``--script``, the
+    learner's script under ``workshop check``'s runner (its observations in
+    ``observations/``, its step times and status in ``logs/``), with the script's arguments."""
+    if config.script:
+        observations = run_dir / "observations"
+        runner = [sys.executable, "-P", "-m", "workshop.check.runner", "--out", str(observations)]
+        runner += ["--run-dir", str(run_dir), str(Path(config.script).resolve())]
+        return runner + shlex.split(config.script_args or "")
     program = FRAMEWORK_PROGRAMS[config.framework]
     run = [sys.executable, "-m", program, "--run-dir", str(run_dir)]
     return run + program_arguments(config, data_mode)
@@ -307,8 +315,11 @@ def run_one(
 
         config = dataclasses.replace(config, threads_per_rank=threads_per_rank(config.np, None))
     _require_horovodrun(config)
-    data_mode = data.prepare(config.dataset, config.data)
+    # a script of the learner's takes its own data
+    data_mode = "script" if config.script else data.prepare(config.dataset, config.data)
     run_dir = new_run_dir(config, out_dir, name)
+    if config.script:
+        (run_dir / "observations").mkdir()  # workshop check's runner writes rank.N.json there
     argv, extra_env = launch_command(config, run_dir, data_mode, cluster)
     # The environment's own programs first (horovodrun, and what it starts), activated or not.
     env = os.environ | {"PATH": program_path_env()} | extra_env
@@ -332,6 +343,8 @@ def run_one(
             from workshop.cluster.emulate import stop_job_daemons
 
             stop_job_daemons(cluster.record["nodes"], since=started_wall)
+        if config.script:  # the ranks' output, tagged by horovodrun, into logs/rank.N.log
+            write_rank_logs(run_dir, config.np)
         record |= _ended_fields(run_dir, config.np, start, launch_exit_code, stopped_by)
         record |= result_fields(run_dir, record["data"])
         if cluster:
