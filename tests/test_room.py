@@ -17,6 +17,7 @@ from unix_users import as_user, unix_users
 
 from workshop import exercises, room
 from workshop.analysis.room import room_progress, room_table
+from workshop.commands import room as room_command
 from workshop.findings.room import room_text
 from workshop.paths import data_path
 from workshop.readers.room import read_room
@@ -367,7 +368,7 @@ def test_real_unix_users_in_a_group_room(tmp_path):
         *learners, instructor, outsider = users
         outsider["groups"] = []
         folder = group["base"] / "room"
-        assert room.make_room(folder, group["name"])[1] == []
+        assert room_command.make_room(folder, group["name"])[1] == []
         assert (folder.stat().st_gid, oct(folder.stat().st_mode & 0o7777)) == (
             group["gid"],
             "0o3770",

@@ -23,6 +23,7 @@ from unix_users import as_user, unix_users
 
 from workshop import exercises, room
 from workshop.analysis.room import room_table
+from workshop.commands import room as room_command
 from workshop.findings.room import room_notes, room_text
 from workshop.readers.room import read_room
 
@@ -55,6 +56,7 @@ FORGE = """
 import json, sys
 from pathlib import Path
 from workshop import room
+from workshop.commands import room as room_command
 path, name = Path(sys.argv[1]), sys.argv[2]
 path.parent.mkdir(mode=0o750, exist_ok=True)
 entry = {"tries": 1, "wrong": 0, "right": True, "first_s": 1.0, "last_s": 2.0, "last_ok": True}
@@ -85,7 +87,7 @@ def forge(user: dict, path: Path, name: str):
 def new_room(group: dict, name: str) -> Path:
     """A room as `workshop room --init DIR --group G` makes it, as root (rwxrws--T)."""
     folder = group["base"] / name
-    done, wrong = room.make_room(folder, group["name"])
+    done, wrong = room_command.make_room(folder, group["name"])
     assert (done, wrong) == ([f"made {folder}"], [])
     assert (oct(stat.S_IMODE(folder.stat().st_mode)), folder.stat().st_gid) == (
         "0o3770",

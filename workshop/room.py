@@ -35,9 +35,9 @@ both sides (:func:`room_identity`):
   file system cannot tell learners apart; ``$JUPYTERHUB_USER`` (else the login name) names the
   learner, and only the hub, which sets it per container, vouches for it.
 
-:func:`make_room` makes the folder with the bits a room of several accounts needs
-(:data:`ROOM_BITS`: set-group-id, sticky, group rwx) and :func:`room_folder_problems` says
-which are missing.
+``workshop room --init`` (:func:`workshop.commands.room.make_room`) makes the folder with the
+bits a room of several accounts needs (:data:`ROOM_BITS`: set-group-id, sticky, group rwx)
+and :func:`room_folder_problems` says which are missing.
 
 Every write is a temporary file in the same folder then :func:`os.replace`: a reader sees the
 old or the new file, never half of one. Sizes are bounded: :data:`MAX_EXERCISES` exercises per
@@ -48,7 +48,6 @@ check files per learner (the oldest are removed), :data:`MAX_TEXT` characters pe
 from __future__ import annotations
 
 import getpass
-import grp
 import json
 import os
 import pwd
@@ -182,75 +181,7 @@ def room_folder_problems(mode: int) -> list[str]:
     return problems
 
 
-def make_room(folder: Path, group: str | None = None) -> tuple[list[str], list[str]]:
-    """Make the room folder, or check an existing one, as a room of several accounts needs it:
-    :data:`ROOM_BITS` (``rwxrws--T``: set-group-id, sticky, group rwx, nothing for others),
-    group ``group`` when given. Its owner (or root) fixes what is missing; anyone else is told.
-
-    Args:
-        folder: the room folder (its parents are made as needed).
-        group: the group every learner and the instructor are in (default: the folder's).
-
-    Returns:
-        ``(done, wrong)``: what was made (``["made DIR"]``) or fixed, and what is still wrong
-        (each a sentence). An existing folder keeps its other bits: only write for others is
-        taken away; a new one is exactly ``rwxrws--T``.
-
-    Raises:
-        ValueError: ``group`` is no group on this machine.
-        OSError: the folder cannot be made or changed (e.g. a group its maker is not in).
-    """
-    try:
-        gid = grp.getgrnam(group).gr_gid if group else -1
-    except KeyError:
-        raise ValueError(f"--group {group!r}: no such group on this machine") from None
-    done, wrong = [], []
-    made = not os.path.lexists(folder)
-    if made:
-        folder.mkdir(mode=0o700, parents=True)  # nothing for others, whatever the umask
-    found = folder.lstat()
-    if not stat.S_ISDIR(found.st_mode):
-        kind = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder"
-        return done, [f"{folder} is {kind}: give the room folder itself"]
-    mine = os.geteuid() in (0, found.st_uid)
-    ask = f"ask its owner {account_name(found.st_uid)} to run: workshop room --init {folder}"
-    if gid not in (-1, found.st_gid):
-        if mine:
-            try:
-                os.chown(folder, -1, gid)
-            except PermissionError as exc:
-                raise PermissionError(
-                    f"{folder}: cannot give it the group {group} ({exc.strerror}): run as a "
-                    f"member of {group}, or as root"
-                ) from exc
-            done.append(f"group set to {group}")
-        else:
-            wrong.append(f"its group is {group_name(found.st_gid)}, not {group}: {ask}")
-    mode = stat.S_IMODE(found.st_mode)
-    wanted = (mode | ROOM_BITS) & ~stat.S_IWOTH
-    added, removed = wanted & ~mode, mode & ~wanted
-    if added or removed:
-        change = [f"added {_bit_names(added)}"] if added else []
-        change += ["removed write for others"] if removed else []
-        if mine:
-            folder.chmod(wanted)
-            done.append("; ".join(change))
-        else:
-            lacks = [f"it lacks {_bit_names(added)}"] if added else []
-            lacks += ["others may write it"] if removed else []
-            wrong.append(f"{'; '.join(lacks)}: {ask}")
-    return ([f"made {folder}"] if made else done), wrong
-
-
-def group_name(gid: int) -> str:
-    """The name of group ``gid``, or ``"gid N"`` when it has none."""
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return f"gid {gid}"
-
-
-def _bit_names(bits: int) -> str:
+def bit_names(bits: int) -> str:
     names = [
         (stat.S_ISGID, "set-group-id"), (stat.S_ISVTX, "sticky"), (stat.S_IRWXU, "owner rwx"),
         (stat.S_IRWXG, "group rwx"),

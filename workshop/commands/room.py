@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import grp
 import json
+import os
+import stat
 import sys
 import time
 from pathlib import Path
+
+from workshop.room import ROOM_BITS, account_name, bit_names
 
 
 def register(subparsers) -> None:
@@ -54,8 +59,6 @@ def _view(folder: Path, as_json: bool) -> str:
 def _init(folder: Path, group: str | None) -> int:
     import stat
 
-    from workshop.room import group_name, make_room
-
     try:
         done, wrong = make_room(folder, group)
     except (OSError, ValueError) as exc:
@@ -98,3 +101,71 @@ def main(args: argparse.Namespace) -> int:
         if not args.watch or shown == args.times:
             return 0
         time.sleep(args.interval)
+
+
+def make_room(folder: Path, group: str | None = None) -> tuple[list[str], list[str]]:
+    """Make the room folder, or check an existing one, as a room of several accounts needs it:
+    :data:`ROOM_BITS` (``rwxrws--T``: set-group-id, sticky, group rwx, nothing for others),
+    group ``group`` when given. Its owner (or root) fixes what is missing; anyone else is told.
+
+    Args:
+        folder: the room folder (its parents are made as needed).
+        group: the group every learner and the instructor are in (default: the folder's).
+
+    Returns:
+        ``(done, wrong)``: what was made (``["made DIR"]``) or fixed, and what is still wrong
+        (each a sentence). An existing folder keeps its other bits: only write for others is
+        taken away; a new one is exactly ``rwxrws--T``.
+
+    Raises:
+        ValueError: ``group`` is no group on this machine.
+        OSError: the folder cannot be made or changed (e.g. a group its maker is not in).
+    """
+    try:
+        gid = grp.getgrnam(group).gr_gid if group else -1
+    except KeyError:
+        raise ValueError(f"--group {group!r}: no such group on this machine") from None
+    done, wrong = [], []
+    made = not os.path.lexists(folder)
+    if made:
+        folder.mkdir(mode=0o700, parents=True)  # nothing for others, whatever the umask
+    found = folder.lstat()
+    if not stat.S_ISDIR(found.st_mode):
+        kind = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder"
+        return done, [f"{folder} is {kind}: give the room folder itself"]
+    mine = os.geteuid() in (0, found.st_uid)
+    ask = f"ask its owner {account_name(found.st_uid)} to run: workshop room --init {folder}"
+    if gid not in (-1, found.st_gid):
+        if mine:
+            try:
+                os.chown(folder, -1, gid)
+            except PermissionError as exc:
+                raise PermissionError(
+                    f"{folder}: cannot give it the group {group} ({exc.strerror}): run as a "
+                    f"member of {group}, or as root"
+                ) from exc
+            done.append(f"group set to {group}")
+        else:
+            wrong.append(f"its group is {group_name(found.st_gid)}, not {group}: {ask}")
+    mode = stat.S_IMODE(found.st_mode)
+    wanted = (mode | ROOM_BITS) & ~stat.S_IWOTH
+    added, removed = wanted & ~mode, mode & ~wanted
+    if added or removed:
+        change = [f"added {bit_names(added)}"] if added else []
+        change += ["removed write for others"] if removed else []
+        if mine:
+            folder.chmod(wanted)
+            done.append("; ".join(change))
+        else:
+            lacks = [f"it lacks {bit_names(added)}"] if added else []
+            lacks += ["others may write it"] if removed else []
+            wrong.append(f"{'; '.join(lacks)}: {ask}")
+    return ([f"made {folder}"] if made else done), wrong
+
+
+def group_name(gid: int) -> str:
+    """The name of group ``gid``, or ``"gid N"`` when it has none."""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return f"gid {gid}"
