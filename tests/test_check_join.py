@@ -237,7 +237,9 @@ def test_uneven_shards_with_join_pass_workshop_check(tmp_path, cpu_lock, horovod
     report = check.check_script(SCRIPTS / "torch_uneven_join.py", cwd=tmp_path, quiet=True)
     print(report)
     assert report.exit_code == 0 and report.error is None, report.text()
-    assert all(c.ok is True for c in report.checks.values()), report.text()
+    # every practice holds; the script saves no checkpoint, so that one is a warning
+    assert all(c.ok is not False for c in report.checks.values()), report.text()
+    assert report.checks["averaged"].ok is True and report.checks["rank0_checkpoint"].ok is None
     averaged = report.checks["averaged"].evidence
     assert "(rank 0 48, rank 1 32)" in averaged
     assert "every rank called hvd.join at the end of each of its 2 epochs" in averaged

@@ -111,8 +111,9 @@ MAX_FOREIGN_CORES = 0.05
 
 #: The columns of a rank's ``logs/rank.N.steps.csv``: the step (0-based over the run), then
 #: seconds: taking the batch, its own compute, waiting for the allreduces, the whole step, and
-#: ``cpu_wait_s``, how long the training thread was ready to run but waited for a CPU (Linux's
-#: run-queue wait, :func:`run_queue_wait_s`; empty where the system does not tell). The
+#: ``cpu_wait_s``, how long the training thread was ready to run but waited for a CPU while it
+#: computed (Linux's run-queue wait, :func:`run_queue_wait_s`; empty where the system does not
+#: tell). The
 #: training programs and ``workshop run --script`` write them; the readers and ``workshop
 #: diagnose`` read them. Files written before 2026-11-27 lack ``cpu_wait_s``.
 STEP_FILE_COLUMNS = ("step", "data_s", "compute_s", "wait_s", "step_s", "cpu_wait_s")

@@ -9,8 +9,9 @@ batch), ``wait_s`` from the optimizer step's start to the last collective it com
 (PyTorch's DistributedOptimizer waits for the gradients' allreduces there; NaN where no
 collective completes inside the step, e.g. TensorFlow's tape reduces before it: then
 ``compute_s`` includes the wait), ``compute_s`` the rest, and ``cpu_wait_s`` the training
-thread's wait for a CPU (:func:`workshop.rules.run_queue_wait_s`). :func:`attach` has the
-recorder's hooks drive it, on the training thread; standard library only, like the runner.
+thread's wait for a CPU outside that wait (:func:`workshop.rules.run_queue_wait_s`).
+:func:`attach` has the recorder's hooks drive it, on the training thread; standard library
+only, like the runner.
 """
 
 from __future__ import annotations
@@ -38,10 +39,13 @@ class StepClock:
         if self._data_end is None:
             self._data_end = time.perf_counter()
 
-    def waited(self, seconds: float) -> None:
-        """Time spent in Horovod's ``synchronize`` (waiting for an allreduce)."""
+    def waited(self, seconds: float, cpu_wait_s: float | None = None) -> None:
+        """Time spent waiting for the step's collectives, and the CPU wait meanwhile (left out
+        of ``cpu_wait_s``: there the thread polls Horovod, not its own work)."""
         self._wait += seconds
         self._wait_seen = True
+        if cpu_wait_s is not None and self._cpu_wait is not None:
+            self._cpu_wait += cpu_wait_s
 
     def step_ended(self) -> None:
         """An optimizer step ended: its row, and the next step begins."""
@@ -75,6 +79,7 @@ def attach(recorder) -> StepClock:
     itself is unchanged: each wrapped call still does what it did."""
     clock = StepClock()
     marks: dict[str, float | None] = {"started": None, "completed": None}
+    cpu: dict[str, float | None] = {"started": None, "completed": None}
     batch, step_started = recorder.batch, recorder.step_started
     completed, step = recorder.completed, recorder.step
 
@@ -84,16 +89,18 @@ def attach(recorder) -> StepClock:
 
     def on_step_started(*args, **kwargs):
         marks["started"], marks["completed"] = time.perf_counter(), None
+        cpu["started"], cpu["completed"] = run_queue_wait_s(), None
         return step_started(*args, **kwargs)
 
     def on_completed(*args, **kwargs):
         if marks["started"] is not None:
-            marks["completed"] = time.perf_counter()
+            marks["completed"], cpu["completed"] = time.perf_counter(), run_queue_wait_s()
         return completed(*args, **kwargs)
 
     def on_step(*args, **kwargs):
         if None not in marks.values():
-            clock.waited(marks["completed"] - marks["started"])
+            during = cpu["completed"] - cpu["started"] if None not in cpu.values() else None
+            clock.waited(marks["completed"] - marks["started"], during)
         marks["started"] = marks["completed"] = None
         result = step(*args, **kwargs)
         clock.step_ended()

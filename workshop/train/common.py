@@ -200,25 +200,41 @@ class StepTimes:
       the communication itself);
     - ``step_s``: the whole step, start to end (a little more than the three together);
     - ``cpu_wait_s``: how long the training thread was ready to run but waited for a CPU
-      during the step (:func:`workshop.rules.run_queue_wait_s`): other work on its core.
+      while it computed (:func:`workshop.rules.run_queue_wait_s`, between :meth:`computing`
+      and :meth:`computed`): other work on its core.
 
     Every rank waits for the slowest one inside ``wait_s``, so ``step_s`` is about the same on
     every rank while ``compute_s`` is the rank's own. The program calls :meth:`start` when a
-    step begins and :meth:`add` when it ends; :meth:`RankIO.write_steps` writes the rows at
+    step begins, :meth:`computing` / :meth:`computed` around its own work, and :meth:`add`
+    when it ends; :meth:`RankIO.write_steps` writes the rows at
     the end of each epoch (columns: :data:`workshop.rules.STEP_FILE_COLUMNS`).
     """
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
-        self._cpu_wait_at_start: float | None = None
+        self._cpu_wait: float | None = 0.0
+        self._cpu_wait_at: float | None = None
 
     def start(self) -> None:
-        """A step begins (on the training thread): note its CPU wait so far."""
-        self._cpu_wait_at_start = run_queue_wait_s()
+        """A step begins: its CPU wait is counted afresh."""
+        self._cpu_wait = 0.0
+
+    def computing(self) -> None:
+        """The rank's own work (forward, backward, update) begins, on the training thread."""
+        self._cpu_wait_at = run_queue_wait_s()
+
+    def computed(self) -> None:
+        """The rank's own work ends: its CPU wait since :meth:`computing` counts (waiting for
+        the allreduces does not: there the thread polls Horovod and shares its core with
+        Horovod's own threads, which says nothing of other work on the core)."""
+        now, then = run_queue_wait_s(), self._cpu_wait_at
+        if None in (now, then, self._cpu_wait):
+            self._cpu_wait = None
+        else:
+            self._cpu_wait += now - then
 
     def add(self, step: int, data_s: float, compute_s: float, wait_s: float, step_s: float):
-        now, then = run_queue_wait_s(), self._cpu_wait_at_start
-        cpu_wait = round(now - then, 7) if None not in (now, then) else ""
+        cpu_wait = round(self._cpu_wait, 7) if self._cpu_wait is not None else ""
         times = (round(x, 7) for x in (data_s, compute_s, wait_s, step_s))
         self.rows.append((step, *times, cpu_wait))
 

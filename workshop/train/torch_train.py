@@ -205,6 +205,7 @@ def train_epoch(
             idx = torch.from_numpy(indices[first : first + plan.batch_size])
             inputs, targets = x_train[idx].to(device), y_train[idx].to(device)
             begin = clock()
+            step_times.computing()
             outputs = model(inputs)
             loss = loss_fn(outputs, targets)
             # the step applies the sum of the passes' gradients: average them instead
@@ -214,13 +215,16 @@ def train_epoch(
                 correct += (outputs.argmax(1) == targets).sum()
             seen += len(idx)
             end = clock()
+            step_times.computed()
             data_s, compute_s = data_s + begin - fetch, compute_s + end - begin
         wait_start = clock()
         optimizer.synchronize()
         update_start = clock()
+        step_times.computing()
         with optimizer.skip_synchronize():
             optimizer.step()
         step_end = clock()
+        step_times.computed()
         compute_s += step_end - update_start
         step_times.add(step, data_s, compute_s, update_start - wait_start, step_end - step_start)
     return EpochTotals(loss_sum=loss_sum, correct=correct, seen=seen, lr=lr)

@@ -123,9 +123,9 @@ def compute_ratio(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[fl
 
 @takes_run
 def cpu_wait_by_rank(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> pd.DataFrame:
-    """Each rank's share of its own work spent waiting for a CPU: its training thread's
-    run-queue wait (``cpu_wait_s``) over its batch taking and compute (``data_s`` +
-    ``compute_s``), summed over the steps after ``skip_steps``.
+    """Each rank's share of its compute spent waiting for a CPU: its training thread's
+    run-queue wait while it computed (``cpu_wait_s``) over its compute (``compute_s``), summed
+    over the steps after ``skip_steps``.
 
     Returns:
         One row per rank with a recorded wait: ``rank``, ``cpu_wait_share``; empty for steps
@@ -136,14 +136,14 @@ def cpu_wait_by_rank(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> pd.Da
         return pd.DataFrame(columns=["rank", "cpu_wait_share"])
     kept = steps[(steps["step"] >= skip_steps) & steps["cpu_wait_s"].notna()]
     g = kept.groupby("rank")
-    work = g["data_s"].sum() + g["compute_s"].sum()
+    work = g["compute_s"].sum()
     share = (g["cpu_wait_s"].sum() / work.where(work > 0)).rename("cpu_wait_share")
     return share.dropna().reset_index()
 
 
 @takes_run
 def cpu_wait_gap(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[float, int | None]:
-    """The straggler's cause in a number: how much more of its own work the most-waiting rank
+    """The straggler's cause in a number: how much more of its compute the most-waiting rank
     spent waiting for a CPU than the other ranks (its :func:`cpu_wait_by_rank` share minus the
     median of the others'), and that rank; ``(nan, None)`` for fewer than 2 ranks with a
     recorded wait.
