@@ -44,6 +44,10 @@ def _literal_lists(tree: ast.AST):
 # Lists of option names that are no declaration of the options but a choice of a few to show
 # or copy: a new option need not appear in them. Each is named by file and names.
 SELECTIONS = {
+    # not run options: a check report's fields, and a recording's keys, that share names with
+    # the run options (script: workshop run --script since issue 49)
+    ("workshop/check/report.py", ("framework", "np", "script")): 1,
+    ("workshop/lessons/recording.py", ("launcher", "np", "script")): 1,
     # `workshop runs` / doctor: the columns a learner sees first in the list of runs
     ("workshop/readers/runs.py", ("controller", "dataset", "framework", "np")): 2,
     # a sweep's compute baseline times one network and per-worker batch: these may not vary
