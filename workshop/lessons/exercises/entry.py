@@ -30,7 +30,8 @@ class Exercise:
     and each slip's value as functions of that data (never a typed number); 1 to 3 ``hints`` (a
     question, then the idea, never the value); ``solution``, the worked solution's idea in a
     sentence; tolerances for a number (``math.isclose``); ``behind``, for a choice among
-    ranges, the number the right letter stands for (logged for the screen's leak test)."""
+    ranges, the number the right letter stands for (logged for the screen's leak test);
+    ``minutes``, what a newcomer needs for it (the lesson's stated time adds them up)."""
 
     id: str
     data: tuple[str, ...]
@@ -42,6 +43,7 @@ class Exercise:
     rel_tol: float = 0.0
     abs_tol: float = 0.0
     behind: Callable[..., float] | None = None
+    minutes: int = 5
 
     def __post_init__(self) -> None:
         where = f"exercise {self.id!r}"

@@ -45,12 +45,32 @@ from __future__ import annotations
 from types import ModuleType
 
 from workshop import exercises as engine
-from workshop.lessons.exercises import mpi_profiling
+from workshop.lessons.exercises import (
+    batch_lr,
+    data_vs_model,
+    diagnosing,
+    first_horovod,
+    launching,
+    mpi_profiling,
+    scaling,
+    timelines,
+    tuning,
+)
 from workshop.lessons.exercises.entry import Exercise, Finding
 from workshop.readers.runs import Run, open_run
 
 #: The lessons' modules of exercises and findings, one per converted lesson.
-LESSONS: tuple[ModuleType, ...] = (mpi_profiling,)
+LESSONS: tuple[ModuleType, ...] = (
+    data_vs_model,
+    first_horovod,
+    launching,
+    timelines,
+    mpi_profiling,
+    scaling,
+    batch_lr,
+    tuning,
+    diagnosing,
+)
 
 
 #: Every registered exercise and finding, by id (tests/test_exercises.py: no id twice).

@@ -1,0 +1,8 @@
+"""Lesson 08 (notebooks/08-tuning-horovod.ipynb): its exercises and the findings it states."""
+
+from __future__ import annotations
+
+from workshop.lessons.exercises.entry import Exercise, Finding
+
+EXERCISES: tuple[Exercise, ...] = ()
+FINDINGS: tuple[Finding, ...] = ()
