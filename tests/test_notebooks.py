@@ -344,22 +344,7 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
         ("every callback fails", "set(horovods.piece[horovods.piece.str.endswith('Callback')])"),
         ("only one of them", "set(sorted(failing)[:1])"),
     ],
-    "03.1": [
-        ("the incomplete last batch counted", "measured_steps + 1"),
-        (
-            "all the images on every rank (1/np forgotten)",
-            "measured_steps * record['config']['np']",
-        ),
-    ],
-    "03.2": [("the range below (a first epoch like the others)", "chr(ord(first_x_range) - 1)")],
-    "03.3": [
-        (
-            "the first epoch kept, a mean over all epochs",
-            "readers.read_metrics(group.sort_values('np').path.iloc[-1]).samples_per_s.mean()"
-            " / readers.read_metrics(group.sort_values('np').path.iloc[0]).samples_per_s.mean()",
-        ),
-        ("fewest over most workers: upside down", "1 / ratio"),
-    ],
+    # 03.x: the registry's slips (workshop/lessons/exercises/launching.py)
     "04.1": [("B and E records both counted", "2 * negotiations")],
     "04.2": [("negotiation over op time, not over both", "overall / (1 - overall)")],
     "04.3": [
