@@ -1,33 +1,40 @@
-"""Does the straggler signal separate? Real trainings with and without a busy process beside
-one rank, interleaved, and the margin between the two.
+"""Does the straggler signal separate? Real trainings with and without busy processes beside
+the ranks, interleaved, and the margin between the two for each straggler measure.
 
-Each round runs four ``workshop run`` trainings (the capstone's job: PyTorch, MNIST subset,
+Each round runs five ``workshop run`` trainings (the capstone's job: PyTorch, MNIST subset,
 2 ranks, Gloo, 3 epochs of 40 steps, a timeline with cycle marks) through the recording
 harness (``workshop.launch.harness.record_run``), in an order that rotates per round:
 
 - ``healthy-unpinned``: nothing injected, the ranks left to the scheduler;
 - ``healthy-pinned``: rank r bound to core r;
-- ``straggler-rank0`` / ``straggler-rank1``: bound like that, and 3 busy processes (``HOGS``) on
-  the core of rank 0 / rank 1.
+- ``healthy-loaded``: the ranks left to the scheduler and one busy process on every core (a
+  room's load: everybody slowed alike);
+- ``straggler-rank0`` / ``straggler-rank1``: bound like ``healthy-pinned``, and one busy
+  process (``--hogs``) on the core of rank 0 / rank 1.
 
-The response cache is on in odd rounds for ``healthy-unpinned`` and ``straggler-rank0`` and
-off for the other two, the other way round in even rounds, so each variant is recorded both
-ways (with the cache off, the timeline has every rank's readiness ticks). Each run starts
-through the recording path of data/ (``workshop.launch.quiet``: it starts on a quiet machine,
-work on the other rank's core would hide a straggler; the CPU other work took during the run
-is measured, ``foreign_cpu_s``, and a run disturbed by more than 0.05 cores is recorded again,
-healthy and straggler runs alike).
+Every busy process runs in a session of its own, as another user's program does (Linux's
+autogroup scheduling gives each session its share of a core: one busy process beside a
+pinned rank makes it about 1.4-1.6x slower, the realistic straggler of issue 49).
+
+The response cache is on in odd rounds for ``healthy-unpinned``, ``healthy-loaded`` and
+``straggler-rank0`` and off for the other two, the other way round in even rounds, so each
+variant is recorded both ways. Each run starts through the recording path of data/
+(``workshop.launch.quiet``: on a quiet machine; the CPU other work took during the run is
+measured, ``foreign_cpu_s``, and a run disturbed by more than 0.05 cores is recorded again;
+the busy processes are the run's own work).
 
 Per run it computes every evidence number of ``workshop diagnose``
-(``workshop.analysis.diagnose.evidence``) and reports, for the straggler's number
-(``compute_ratio``: the slowest rank's median compute per step / the other's), min / median /
-max per variant, whether every straggler run named the rank that had the busy process, and
-the **margin**: the smallest straggler value divided by the largest healthy value (> 1:
-separated). It also writes the healthy reference of ``workshop diagnose``
+(``workshop.analysis.diagnose.evidence``); per straggler measure (``compute_ratio``: the
+slowest rank's compute per step over the others'; ``cpu_wait_gap``: the share of its compute
+the most-waiting rank waited for a CPU, beyond the others') it reports min / median / max per
+variant, the **margin** (smallest straggler value / largest healthy one) and the threshold
+``workshop diagnose`` derives from the healthy runs (``finding_threshold``); and what
+``workshop diagnose`` says of every run (healthy runs against a reference of the other
+healthy runs). It writes the healthy reference of ``workshop diagnose``
 (``data/diagnose/healthy-reference.json``) from the healthy runs.
 
     python benchmarks/straggler_signal.py \
-        [--repeats 5] [--out data/benchmarks/straggler-signal] [--reference PATH]
+        [--repeats 5] [--hogs 1] [--out data/benchmarks/straggler-cpu-wait] [--reference PATH]
 
 ``--reanalyse`` records nothing: it computes the numbers of the runs already recorded in OUT
 again with today's analysis (after a change to it) and rewrites ``result.json`` (its
@@ -43,20 +50,24 @@ import shutil
 import sys
 from pathlib import Path
 
+import pandas as pd
 from _recording import git_commit, print_spreads, spread, started_now, write_result
 
-from workshop.launch.harness import HOGS, RUN_SHAPE, record_run, stop_on_sigterm
+from workshop.launch.harness import RUN_SHAPE, record_run, stop_on_sigterm
 from workshop.paths import data_dir
 
-#: variant -> (rank -> core binding or None, the core of the busy process or None)
-VARIANTS: dict[str, tuple[dict[int, int] | None, int | None]] = {
+#: variant -> (rank -> core binding or None, the cores of the busy processes or None)
+VARIANTS: dict[str, tuple[dict[int, int] | None, tuple[int, ...] | None]] = {
     "healthy-unpinned": (None, None),
     "healthy-pinned": ({0: 0, 1: 1}, None),
-    "straggler-rank0": ({0: 0, 1: 1}, 0),
-    "straggler-rank1": ({0: 0, 1: 1}, 1),
+    "healthy-loaded": ({0: 0, 1: 1}, (0, 1)),
+    "straggler-rank0": ({0: 0, 1: 1}, (0,)),
+    "straggler-rank1": ({0: 0, 1: 1}, (1,)),
 }
 #: The variants with the cache on in odd rounds (the others: in even rounds).
-CACHE_ON_ODD = ("healthy-unpinned", "straggler-rank0")
+CACHE_ON_ODD = ("healthy-unpinned", "healthy-loaded", "straggler-rank0")
+#: The measures that name a straggler.
+SIGNALS = ("compute_ratio", "cpu_wait_gap")
 
 
 def cache_on(variant: str, round_: int) -> bool:
@@ -68,9 +79,8 @@ def plan(repeats: int) -> list[tuple[int, str]]:
     """(round, variant) in run order: every variant once per round, the order rotated by one
     each round.
 
-    >>> plan(2)[:5]
-    [(1, 'healthy-unpinned'), (1, 'healthy-pinned'), (1, 'straggler-rank0'), \
-(1, 'straggler-rank1'), (2, 'healthy-pinned')]
+    >>> plan(2)[4:7]
+    [(1, 'straggler-rank1'), (2, 'healthy-pinned'), (2, 'healthy-loaded')]
     """
     names = list(VARIANTS)
     runs = []
@@ -90,104 +100,210 @@ def command(variant: str, round_: int, out: Path, name: str) -> list[str]:
 
 
 def measure(run_dir: Path) -> dict:
-    """Every evidence number of ``workshop diagnose`` on one run, and the straggler's rank."""
+    """Every evidence number of ``workshop diagnose`` on one run, and the rank each straggler
+    measure names."""
     from workshop.analysis.diagnose import evidence
-    from workshop.readers.runs import read_run_files
+    from workshop.readers.runs import open_run
 
-    files = read_run_files(run_dir)
-    table = evidence(files.record, files.metrics, files.steps, files.timeline)
-    values = {r.measure: (None if r.value != r.value else r.value) for r in table.itertuples()}
-    rank = table.set_index("measure").loc["compute_ratio", "rank"]
-    return {"values": values, "straggler_rank": None if rank != rank else int(rank)}
+    run = open_run(run_dir)
+    table = evidence(run.record, run.metrics, run.steps, run.timeline).set_index("measure")
+    values = {m: (None if v != v else float(v)) for m, v in table["value"].items()}
+    ranks = {m: (None if r != r else int(r)) for m, r in table.loc[list(SIGNALS), "rank"].items()}
+    return {"values": values, "ranks": ranks}
 
 
-def summarise(runs: list[dict]) -> dict:
-    """Per variant the spread of ``compute_ratio``; the margin; whether the ranks were named."""
-    by_variant = {}
-    for variant in VARIANTS:
-        values = [r["values"]["compute_ratio"] for r in runs if r["variant"] == variant]
-        by_variant[variant] = spread(values)
-    healthy = [r["values"]["compute_ratio"] for r in runs if r["variant"].startswith("healthy")]
-    straggler = [r for r in runs if r["variant"].startswith("straggler")]
-    smallest = min(r["values"]["compute_ratio"] for r in straggler)
-    named = [r["straggler_rank"] == VARIANTS[r["variant"]][1] for r in straggler]
-    return {
-        "foreign_cpu_s": spread([r["foreign_cpu_s"] for r in runs]),
-        "compute_ratio": by_variant,
-        "largest_healthy": max(healthy),
-        "smallest_straggler": smallest,
-        "margin": smallest / max(healthy),
-        "straggler_runs_naming_the_busy_rank": f"{sum(named)} of {len(named)}",
+def verdicts(runs: list[dict], out: Path) -> dict[str, dict]:
+    """run name -> what ``workshop diagnose`` says of it: healthy runs against a reference of
+    the other healthy runs (leave one out), straggler runs against all healthy runs."""
+    from workshop.analysis.diagnose import MEASURES, reference_from_evidence
+    from workshop.findings.diagnose import diagnose
+    from workshop.readers.runs import open_run
+
+    def table(run: dict):
+        return pd.DataFrame([{"measure": m, "value": run["values"][m]} for m in MEASURES]).assign(
+            problem=lambda t: t["measure"].map(lambda m: MEASURES[m].problem), rank=None
+        )
+
+    healthy = {r["name"]: table(r) for r in runs if r["variant"].startswith("healthy")}
+    said = {}
+    for run in runs:
+        others = {n: t for n, t in healthy.items() if n != run["name"]}
+        files = open_run(out / "runs" / run["name"])
+        result = diagnose(
+            files.record, files.metrics, files.steps, files.timeline,
+            reference_from_evidence(others), run["name"],
+        )  # fmt: skip
+        top = result["findings"][0] if result["findings"] else None
+        said[run["name"]] = {
+            "finding": top and top["problem"],
+            "rank": top and top.get("rank"),
+            "suspects": [s["problem"] for s in result["suspects"]],
+        }
+    return said
+
+
+def summarise(runs: list[dict], out: Path) -> dict:
+    """Per straggler measure: the spread per variant, the margin, the threshold; and what
+    ``workshop diagnose`` said of the runs."""
+    from workshop.analysis.diagnose import finding_threshold
+
+    summary = {"foreign_cpu_s": spread([r["foreign_cpu_s"] for r in runs])}
+
+    def values(name: str, prefix: str) -> list[float]:
+        return [
+            r["values"][name]
+            for r in runs
+            if r["variant"].startswith(prefix) and r["values"][name] is not None
+        ]
+
+    for name in SIGNALS:
+        healthy, straggler = values(name, "healthy"), values(name, "straggler")
+        if not healthy or not straggler:
+            continue
+        summary[name] = {
+            "by_variant": {v: spread(values(name, v)) for v in VARIANTS if values(name, v)},
+            "largest_healthy": max(healthy),
+            "smallest_straggler": min(straggler),
+            "margin": min(straggler) / max(healthy) if max(healthy) > 0 else None,
+            "threshold": finding_threshold(name, min(healthy), max(healthy)),
+        }
+    said = verdicts(runs, out)
+    stragglers = [r for r in runs if r["variant"].startswith("straggler")]
+    named = [
+        said[r["name"]]["finding"] == "straggler"
+        and said[r["name"]]["rank"] == VARIANTS[r["variant"]][1][0]
+        for r in stragglers
+    ]
+    wrongly = [n for n, s in said.items() if n.split("-", 1)[1].startswith("healthy")
+               and s["finding"] is not None]  # fmt: skip
+    return summary | {
+        "diagnose": said,
+        "stragglers_named_with_their_rank": f"{sum(named)} of {len(named)}",
+        "healthy_runs_with_a_finding": wrongly,
     }
 
 
-def healthy_reference(runs: list[dict], result_dir: Path) -> dict:
-    """The healthy reference of ``workshop diagnose``: every measure's spread over the healthy
-    runs, cache on and off alike (with the cache off, a run whose negotiations are no slower
-    than healthy runs' shows no effect of it: a note, not a finding)."""
-    from workshop.analysis.diagnose import MEASURES
+def earlier_healthy(folder: Path) -> list[dict]:
+    """The healthy runs of an earlier recording of this benchmark (``folder``: its
+    result.json and runs/), measured with today's analysis, each with its ``folder``."""
+    result = json.loads((folder / "result.json").read_text())
+    return [
+        {"name": r["name"], "variant": r["variant"], "cache": r["cache"], "folder": folder,
+         **measure(folder / "runs" / r["name"])}
+        for r in result["runs"] if r["variant"].startswith("healthy")
+    ]  # fmt: skip
 
-    healthy = [r for r in runs if r["variant"].startswith("healthy")]
+
+def _relative(path: Path) -> str:
+    where, root = path.resolve(), data_dir().resolve().parent
+    return str(where.relative_to(root)) if where.is_relative_to(root) else str(where)
+
+
+def healthy_reference(runs: list[dict], result_dir: Path, earlier: list[dict]) -> dict:
+    """The healthy reference of ``workshop diagnose``: every measure's spread over the healthy
+    runs of this recording and of the ``earlier`` ones (:func:`earlier_healthy`: a reference
+    of a few runs does not hold the healthy runs' whole spread), cache on and off alike (with
+    the cache off, a run whose negotiations are no slower than healthy runs' shows no effect
+    of it: a note, not a finding)."""
+    from workshop.analysis.diagnose import MEASURES
+    from workshop.launch.record import provenance
+
+    healthy = [
+        {**r, "folder": result_dir} for r in runs if r["variant"].startswith("healthy")
+    ] + earlier
     rows = []
     for name in MEASURES:
-        values = [r["values"][name] for r in healthy if r["values"][name] is not None]
+        values = [r["values"][name] for r in healthy if r["values"].get(name) is not None]
         row = {"measure": name, "runs": len(values)}
         if values:
             row |= {k: v for k, v in spread(values).items() if k != "values"}
         else:
             row |= {"min": None, "median": None, "max": None}
         rows.append(row)
-    from workshop.launch.record import provenance
-
-    where = result_dir.resolve()
-    root = data_dir().resolve().parent
     return {
         **provenance(),
-        "source": str(where.relative_to(root)) if where.is_relative_to(root) else str(where),
-        "how": "the healthy runs (healthy-unpinned, healthy-pinned; response cache on and off) "
-        "of benchmarks/straggler_signal.py",
+        "source": _relative(result_dir),
+        "also": sorted({_relative(r["folder"]) for r in earlier}),
+        "how": "the healthy runs (healthy-unpinned, healthy-pinned, healthy-loaded; response "
+        "cache on and off) of benchmarks/straggler_signal.py's recordings: source, and also",
         "measures": rows,
         "runs": [
-            {"name": r["name"], "variant": r["variant"], "cache": r["cache"], **r["values"]}
+            {
+                "folder": _relative(r["folder"]),
+                "name": r["name"],
+                "variant": r["variant"],
+                "cache": r["cache"],
+                **r["values"],
+            }
             for r in healthy
-        ],
+        ],  # fmt: skip
     }
 
 
-def write_reference(runs: list[dict], out: Path, path: Path, extra: dict) -> None:
-    reference = healthy_reference(runs, out) | extra
+def write_reference(runs: list[dict], out: Path, path: Path, extra: dict, also: list) -> None:
+    earlier = [run for folder in also for run in earlier_healthy(folder)]
+    reference = healthy_reference(runs, out, earlier) | extra
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(reference, indent=2) + "\n")
     print(f"wrote {path}")
 
 
-def reanalyse(out: Path, reference: Path) -> int:
+def reanalyse(out: Path, reference: Path, also: list[Path]) -> int:
     """Recompute every run's numbers and the summary of ``out/result.json`` from its recorded
     runs, and the healthy reference; what was measured during the runs is kept."""
     path = out / "result.json"
     result = json.loads(path.read_text())
     runs = [{**run, **measure(out / "runs" / run["name"])} for run in result["runs"]]
-    result |= {**summarise(runs), "runs": runs}
+    result |= {**summarise(runs, out), "runs": runs}
     when = started_now()[0]
     result.setdefault("reanalysed", []).append(
         {"at": when, "git_commit": git_commit(), "command": sys.argv}
     )
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
-    print_spreads(result["compute_ratio"], "x (compute ratio)")
-    print(f"margin {result['margin']:.2f}")
+    report(result)
     extra = {
         "recorded_at": result["run"]["started_at"],
         "reanalysed_at": when,
     }
-    write_reference(runs, out, reference, extra)
+    write_reference(runs, out, reference, extra, also)
     return 0
+
+
+def report(summary: dict) -> None:
+    """Print each straggler measure's spreads, margin and threshold, and the verdicts."""
+    for name in SIGNALS:
+        if name in summary:
+            part = summary[name]
+            print_spreads(part["by_variant"], f" ({name})")
+            print(
+                f"{name}: smallest straggler {part['smallest_straggler']:.3f}, largest healthy "
+                f"{part['largest_healthy']:.3f}, threshold {part['threshold']:.3f}"
+            )
+    print(
+        f"workshop diagnose named {summary['stragglers_named_with_their_rank']} stragglers "
+        f"with their rank; healthy runs with a finding: {summary['healthy_runs_with_a_finding']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=data_dir() / "benchmarks" / "straggler-signal")
+    parser.add_argument("--hogs", type=int, default=1, help="busy processes per busy core")
+    parser.add_argument(
+        "--duty", type=float, default=1.0, help="share of the time each busy process is busy"
+    )
+    parser.add_argument("--variants", nargs="*", choices=list(VARIANTS), help="only these")
+    parser.add_argument(
+        "--also",
+        type=Path,
+        nargs="*",
+        default=[data_dir() / "benchmarks" / "straggler-signal"],
+        help="earlier recordings of this benchmark whose healthy runs join the reference",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=data_dir() / "benchmarks" / "straggler-cpu-wait"
+    )
     parser.add_argument(
         "--reference", type=Path, default=data_dir() / "diagnose" / "healthy-reference.json"
     )
@@ -198,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.reanalyse:
-        return reanalyse(args.out, args.reference)
+        return reanalyse(args.out, args.reference, args.also)
     stop_on_sigterm()
     if args.repeats < 5:
         print("note: fewer than 5 rounds; the project reports spreads over >= 5", flush=True)
@@ -209,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     runs_dir.mkdir(parents=True)
     runs = []
     for round_, variant in plan(args.repeats):
+        if args.variants and variant not in args.variants:
+            continue
         name = f"r{round_}-{variant}"
         rank_cores, hog_core = VARIANTS[variant]
         cmd = command(variant, round_, runs_dir, name)
@@ -217,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             runs_dir / name,
             rank_cores=rank_cores,
             hog_core=hog_core,
-            hogs=HOGS,
+            hogs=args.hogs,
+            duty=args.duty,
             quiet=True,
             attempts=5,
         )
@@ -231,20 +350,15 @@ def main(argv: list[str] | None = None) -> int:
                 **measure(runs_dir / name),
             }
         )
-    summary = summarise(runs)
-    print_spreads(summary["compute_ratio"], "x (compute ratio)")
-    print(
-        f"margin: smallest straggler {summary['smallest_straggler']:.2f} / largest healthy "
-        f"{summary['largest_healthy']:.2f} = {summary['margin']:.2f}; busy rank named in "
-        f"{summary['straggler_runs_naming_the_busy_rank']} straggler runs"
-    )
+    summary = summarise(runs, args.out)
+    report(summary)
     write_result(
         args.out,
-        {"repeats": args.repeats, **summary, "runs": runs},
+        {"repeats": args.repeats, "hogs": args.hogs, "duty": args.duty, **summary, "runs": runs},
         started,
         load,
     )
-    write_reference(runs, args.out, args.reference, {"recorded_at": started})
+    write_reference(runs, args.out, args.reference, {"recorded_at": started}, args.also)
     return 0
 
 

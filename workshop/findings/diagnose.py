@@ -72,8 +72,8 @@ def _evidence_text(row: dict) -> str:
     rank = None if pd.isna(row.get("rank")) else int(row["rank"])
     texts = {
         "compute_ratio": f"rank {rank}'s compute per step is {v:.2f}x the others'",
-        "cpu_wait_gap": f"rank {rank} waited for a CPU {v:.0%} of its own work more than the "
-        "others: other work shares its core",
+        "cpu_wait_gap": f"rank {rank} was kept waiting for a CPU through {v:.0%} more of its "
+        "compute than the others: other work shares its core",
         "late_cycles": f"rank {rank} is {v:.2f} background cycles later than the others at "
         "the gradients' negotiations",
         "lr_ratio": f"the learning rate is {v:.3g}x what the linear rule gives for the "

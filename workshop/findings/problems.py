@@ -56,7 +56,8 @@ DISTORTED = ("straggler", "small_batch", "long_cycle_time", "cache_off", "input_
 #: gave 1.19-1.43, and three of twelve healthy runs, all unpinned, 1.32-1.39 (the scheduler
 #: left one rank slower), where those healthy runs reached 1.16 and a finding started at 1.45:
 #: there a mild straggler and a healthy run overlap. (With three busy processes on a quiet
-#: machine, data/benchmarks/straggler-signal/, no fresh run fell between.)
+#: machine, data/benchmarks/straggler-signal/, no fresh run fell between. Since 2026-11-27 the
+#: CPU-wait gap names such mild stragglers where other work ran: straggler-cpu-wait/.)
 BETWEEN = {
     "straggler": "a rank sharing its core with other work can look like this, and so can a "
     "healthy run on a busy machine; record the run again on a quiet machine, or compare with "

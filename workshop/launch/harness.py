@@ -34,11 +34,10 @@ RUN_SHAPE = (
     "-np", "2", "--framework", "torch", "--data", "subset", "--controller", "gloo",
     "--epochs", "3", "--steps-per-epoch", "40", "--quiet",
 )  # fmt: skip
-#: The straggler both inject (the capstone's case 1 and the straggler benchmark): this many busy
-#: processes on the straggler's core, each in a session of its own. On a quiet machine one
-#: beside a rank hardly slows its compute (the scheduler runs a rank woken from waiting ahead
-#: of it; data/benchmarks/straggler-signal-quiet: compute ratios 1.00-1.75, inside the healthy
-#: range); three slow it about 3x in every step (a probe of 2 runs: compute ratio 2.54-2.58).
+#: The capstone's straggler (case 1): this many busy processes on the straggler's core, each in
+#: a session of its own (about 3x slower compute: the compute ratio alone names it). The
+#: straggler benchmark injects a milder one (one busy process, 75 % of the time: 1.2-1.9x,
+#: which only the CPU-wait gap separates; data/benchmarks/straggler-cpu-wait).
 HOGS = 3
 #: The training programs whose processes are the ranks.
 PROGRAMS = ("workshop.train.torch_train", "workshop.train.tf_train")
@@ -90,32 +89,48 @@ def bind(pid: int, core: int) -> None:
             pass
 
 
-def busy_process(core: int, own_session: bool = False) -> subprocess.Popen:
-    """A Python loop that keeps ``core`` busy until terminated (the competing work).
+def busy_process(core: int, duty: float = 1.0) -> subprocess.Popen:
+    """A Python loop that keeps ``core`` busy until terminated (the competing work), in a
+    session of its own, as another user's program is: Linux's autogroup scheduling shares a
+    core between sessions first, so each busy process takes a share of its own.
 
-    With ``own_session`` it starts a session of its own: Linux's autogroup scheduling shares a
-    core between sessions first, so busy processes of one session together take one share,
-    and each in its own session takes a share of its own.
+    With ``duty`` below 1 it is busy that share of every 0.1 s and sleeps the rest (a program
+    that computes in bursts: a milder straggler).
     """
-    code = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True:\n    pass\n"
-    return subprocess.Popen([sys.executable, "-c", code], start_new_session=own_session)
+    code = (
+        f"import os, time\nos.sched_setaffinity(0, {{{core}}})\n"
+        f"while True:\n"
+        f"    end = time.perf_counter() + {0.1 * duty}\n"
+        f"    while time.perf_counter() < end:\n        pass\n"
+        f"    time.sleep({0.1 * (1 - duty)})\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
 @contextmanager
 def injected(
-    run_dir: Path, rank_cores: dict[int, int] | None, hog_core: int | None, hogs: int = 1
+    run_dir: Path,
+    rank_cores: dict[int, int] | None,
+    hog_core: int | tuple[int, ...] | None,
+    hogs: int = 1,
+    duty: float = 1.0,
 ):
     """While the block runs: bind each rank of the run in ``run_dir`` to its core of
     ``rank_cores`` (as ``mpirun --bind-to core`` would; None: leave them to the scheduler)
-    and, if ``hog_core`` is not None, keep a busy process on that core (``hogs`` of them,
-    each in a session of its own when there are several: :func:`busy_process`).
+    and, if ``hog_core`` is not None, keep ``hogs`` busy processes on that core (a tuple of
+    cores: on each of them; a room's load), each in a session of its own and busy ``duty`` of
+    the time (:func:`busy_process`).
 
     Yields a dict that ends up holding what was done: ``rank_cores`` (rank -> core, as
     strings, for the ranks seen), ``hog_core`` and, with several, ``hogs``.
     """
-    done: dict = {"rank_cores": {}, "hog_core": hog_core}
+    cores = () if hog_core is None else (hog_core,) if isinstance(hog_core, int) else hog_core
+    shown = hog_core if hog_core is None or isinstance(hog_core, int) else list(cores)
+    done: dict = {"rank_cores": {}, "hog_core": shown}
     if hogs > 1:
         done["hogs"] = hogs
+    if duty < 1:
+        done["duty"] = duty
     stop = threading.Event()
 
     def binder() -> None:
@@ -126,9 +141,7 @@ def injected(
                     done["rank_cores"][str(rank)] = rank_cores[rank]
             stop.wait(0.1)
 
-    busy = []
-    if hog_core is not None:
-        busy = [busy_process(hog_core, own_session=hogs > 1) for _ in range(hogs)]
+    busy = [busy_process(core, duty) for core in cores for _ in range(hogs)]
     thread = threading.Thread(target=binder, daemon=True) if rank_cores else None
     if thread:
         thread.start()
@@ -148,14 +161,15 @@ def record_run(
     run_dir: Path,
     *,
     rank_cores: dict[int, int] | None = None,
-    hog_core: int | None = None,
+    hog_core: int | tuple[int, ...] | None = None,
     hogs: int = 1,
+    duty: float = 1.0,
     quiet: bool = False,
     attempts: int = 5,
 ) -> dict:
     """Run ``command`` (``["workshop", "run", ..., "--out", OUT, "--name", NAME]`` writing
-    ``run_dir``) with :func:`injected` (``rank_cores``, ``hog_core``, ``hogs``), and return
-    what happened.
+    ``run_dir``) with :func:`injected` (``rank_cores``, ``hog_core``, ``hogs``, ``duty``), and
+    return what happened.
 
     With ``quiet`` the run goes through the recording path of ``data/``
     (:func:`workshop.launch.quiet.quietly`): it starts on a quiet machine, the CPU other work
@@ -174,9 +188,9 @@ def record_run(
         workshop.launch.quiet.BusyMachine: with ``quiet``, every attempt was disturbed.
     """
     if not quiet:
-        return _record_once(command, run_dir, rank_cores, hog_core, hogs)
+        return _record_once(command, run_dir, rank_cores, hog_core, hogs, duty)
     record, recording = quietly(
-        lambda: _record_once(command, run_dir, rank_cores, hog_core, hogs),
+        lambda: _record_once(command, run_dir, rank_cores, hog_core, hogs, duty),
         label=lambda _: str(run_dir),
         discard=lambda _: shutil.rmtree(run_dir),
         attempts=attempts,
@@ -190,10 +204,10 @@ def record_run(
     return record | {"recording": recording}
 
 
-def _record_once(command, run_dir, rank_cores, hog_core, hogs) -> dict:
+def _record_once(command, run_dir, rank_cores, hog_core, hogs, duty) -> dict:
     load_before = list(os.getloadavg())
     started = time.time()
-    with ForeignLoad() as load, injected(run_dir, rank_cores, hog_core, hogs) as done:
+    with ForeignLoad() as load, injected(run_dir, rank_cores, hog_core, hogs, duty) as done:
         launch = subprocess.Popen(
             [sys.executable, "-m", "workshop.cli", *command[1:]],
             stdout=subprocess.PIPE,

@@ -22,6 +22,7 @@ from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
 from workshop.findings.failure import launcher_problem
 from workshop.launch.horovodrun import horovodrun_command, rank_environment
 from workshop.launch.programs import find_program, program_path_env
+from workshop.launch.quiet import ForeignLoad
 from workshop.launch.record import (
     failure_message,
     failure_record,
@@ -336,7 +337,8 @@ def run_one(
     found = None
     previous = stop_on_signals()
     try:
-        launch_exit_code, stopped_by = _run_launcher(argv, env, run_dir, quiet, previous)
+        with ForeignLoad() as other_work:
+            launch_exit_code, stopped_by = _run_launcher(argv, env, run_dir, quiet, previous)
         ignore_stop_signals(previous)  # the outcome must reach run.json
         _stop_leftovers(run_dir)
         if cluster:
@@ -346,6 +348,9 @@ def run_one(
         if config.script:  # the ranks' output, tagged by horovodrun, into logs/rank.N.log
             write_rank_logs(run_dir, config.np)
         record |= _ended_fields(run_dir, config.np, start, launch_exit_code, stopped_by)
+        # the cores other work kept busy meanwhile: a rank that waited for a CPU on a machine
+        # nobody else used waited for its own run's threads (workshop diagnose's cpu_wait_gap)
+        record["other_work_cores"] = round(other_work.foreign_cores, 3)
         record |= result_fields(run_dir, record["data"])
         if cluster:
             record["cluster"]["rank_hosts_seen"] = hosts_seen(run_dir, config.np)

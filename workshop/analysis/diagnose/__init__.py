@@ -43,6 +43,7 @@ from workshop.analysis.diagnose.judge import (
     Measure,
     compare_with_reference,
     evidence,
+    finding_threshold,
     reference_from_evidence,
     setting_notes,
 )
@@ -60,6 +61,7 @@ from workshop.analysis.diagnose.measures import (
     late_cycles,
     lr_ratio,
     negotiate_share,
+    other_work_explains,
     responses_per_step,
     tick_lateness,
 )
@@ -82,9 +84,11 @@ __all__ = [
     "cycle_interval_ms",
     "data_share",
     "evidence",
+    "finding_threshold",
     "late_cycles",
     "lr_ratio",
     "negotiate_share",
+    "other_work_explains",
     "reference_from_evidence",
     "responses_per_step",
     "setting_notes",

@@ -21,6 +21,7 @@ from workshop.analysis.diagnose.measures import (
     late_cycles,
     lr_ratio,
     negotiate_share,
+    other_work_explains,
     responses_per_step,
 )
 from workshop.frames import require_columns
@@ -36,6 +37,7 @@ __all__ = [
     "Measure",
     "compare_with_reference",
     "evidence",
+    "finding_threshold",
     "reference_from_evidence",
     "setting_notes",
 ]
@@ -153,7 +155,8 @@ def evidence(
     rows: dict[str, tuple[float, Any]] = {name: (math.nan, None) for name in MEASURES}
     if len(steps):
         rows["compute_ratio"] = compute_ratio(steps)
-        rows["cpu_wait_gap"] = cpu_wait_gap(steps)
+        if other_work_explains(record, steps):
+            rows["cpu_wait_gap"] = cpu_wait_gap(steps)
         rows["comm_share"] = (comm_share(steps), None)
         rows["data_share"] = (data_share(steps), None)
     rows["lr_ratio"] = (lr_ratio(record, metrics), None)
@@ -246,6 +249,21 @@ def setting_notes(record: dict) -> dict[str, str]:
     return out
 
 
+def finding_threshold(measure: str, low: float, high: float) -> float:
+    """Where a finding of ``measure`` starts, for healthy runs between ``low`` and ``high``:
+    beyond the healthy extreme by its ``factor`` and at least its ``floor``.
+
+    >>> round(finding_threshold("compute_ratio", 1.0, 1.43), 4)    # 1.43 x 1.25
+    1.7875
+    >>> round(finding_threshold("cpu_wait_gap", 0.0, 0.05), 3)    # 0.05 + the floor 0.1
+    0.15
+    """
+    spec = MEASURES[measure]
+    if spec.bad == "high":
+        return max(high * spec.factor, high + spec.floor)
+    return min(low / spec.factor, low - spec.floor)
+
+
 def compare_with_reference(found: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
     """Each evidence number beside the healthy reference, the findings first.
 
@@ -271,11 +289,10 @@ def compare_with_reference(found: pd.DataFrame, reference: pd.DataFrame) -> pd.D
     rows = []
     for row in table.to_dict("records"):
         spec = MEASURES[row["measure"]]
+        threshold = finding_threshold(row["measure"], row["min"], row["max"])
         if spec.bad == "high":
-            threshold = max(row["max"] * spec.factor, row["max"] + spec.floor)
             severity = row["value"] / threshold if threshold > 0 else math.inf
         else:
-            threshold = min(row["min"] / spec.factor, row["min"] - spec.floor)
             severity = threshold / row["value"] if row["value"] > 0 else math.inf
         rows.append({**row, "threshold": threshold, "severity": severity})
     cols = [*found.columns, "min", "median", "max", "threshold", "severity", "finding"]

@@ -28,6 +28,7 @@ __all__ = [
     "core_sharing",
     "cpu_wait_by_rank",
     "cpu_wait_gap",
+    "other_work_explains",
     "cycle_interval_ms",
     "data_share",
     "late_cycles",
@@ -105,8 +106,10 @@ def compute_ratio(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[fl
     20 runs on a busy machine: the ratio of medians left a margin of 1.02 between the smallest
     straggler and the largest healthy run, the ratio of lower quartiles 1.32. Recorded again on
     a quiet machine with three busy processes beside a rank: margin 1.70, and 2.08 and 1.67 on
-    two sets of fresh runs; data/benchmarks/straggler-signal/.) The others' value is the
-    median of their lower quartiles.
+    two sets of fresh runs; data/benchmarks/straggler-signal/. With one busy process, a 1.2-1.9x
+    straggler, it overlaps healthy runs, margin 0.93: :func:`cpu_wait_gap` separates those;
+    data/benchmarks/straggler-cpu-wait/.) The others' value is the median of their lower
+    quartiles.
 
     >>> steps = pd.DataFrame({"rank": [0] * 4 + [1] * 4, "step": [1, 2, 3, 4] * 2,
     ...     "data_s": 0.0, "compute_s": [0.010, 0.011, 0.012, 0.030,   # one slow step
@@ -152,7 +155,10 @@ def cpu_wait_gap(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[flo
     work is ready to run but waits (Linux's run queue) for a share of every step that grows
     with the slowdown (slowed 1.5x: a third of its compute), while a rank that waits for the
     others is blocked in an allreduce, not ready, and adds nothing; and load that every rank
-    meets alike (a busy room) raises every rank's share, not the gap.
+    meets alike (a busy room) raises every rank's share, not the gap. It is evidence only where
+    other work ran enough to account for it (:func:`other_work_explains`): with nothing else on
+    the machine, ranks the scheduler moves about wait for each other's threads, one more than
+    the other by chance.
 
     >>> steps = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [1, 2, 1, 2], "data_s": 0.0,
     ...     "compute_s": [0.010, 0.010, 0.015, 0.015], "wait_s": 0.0, "step_s": 0.02,
@@ -164,6 +170,28 @@ def cpu_wait_gap(steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> tuple[flo
     if rank is None:
         return math.nan, None
     return round(top - others, 6), rank
+
+
+def other_work_explains(record: dict, steps: pd.DataFrame, skip_steps: int = SKIP_STEPS) -> bool:
+    """Whether other work ran enough to account for the :func:`cpu_wait_gap`: while a rank
+    waits for a CPU, the CPU runs something else, so the wait other work causes is at most the
+    CPU time other work took. The most-waiting rank's extra wait (the gap times its compute,
+    over the steps after ``skip_steps``) must not exceed what other work took meanwhile
+    (run.json's ``other_work_cores``, written by ``workshop run`` since 2026-11-27, times that
+    rank's training time). False without ``other_work_cores``.
+
+    The near miss it rejects: ranks the scheduler moves about on a machine where nothing else
+    runs wait for each other's threads, one more than the other by chance (gaps 0.11-0.24 of
+    their compute on data/benchmarks/straggler-cpu-wait's quiet unpinned runs, where other
+    work took 0.01-0.04 cores: a tenth of the wait at most).
+    """
+    cores = record.get("other_work_cores")
+    gap, rank = cpu_wait_gap(steps, skip_steps)
+    if cores is None or rank is None:
+        return False
+    mine = steps[(steps["rank"] == rank) & (steps["step"] >= skip_steps)]
+    extra_wait_s = gap * float(mine["compute_s"].sum())
+    return cores * float(mine["step_s"].sum()) >= extra_wait_s
 
 
 @takes_run
