@@ -345,14 +345,7 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
         ("only one of them", "set(sorted(failing)[:1])"),
     ],
     # 03.x: the registry's slips (workshop/lessons/exercises/launching.py)
-    "04.1": [("B and E records both counted", "2 * negotiations")],
-    "04.2": [("negotiation over op time, not over both", "overall / (1 - overall)")],
-    "04.3": [
-        ("the cache-on recording's ticks", "int(tl.ticks.groupby('rank').size().min())"),
-        ("both ranks' ticks", "2 * ticks_per_rank"),
-    ],
-    "04.4": [("responses with fusion over without: upside down", "1 / response_ratio")],
-    "04.5": [("the range below", "chr(ord(delay_choice) - 1)")],
+    # 04.x: the registry's slips (workshop/lessons/exercises/timelines.py)
     # 05.x: the registry's slips (workshop/lessons/exercises/), logged by each check
     "06.1": [
         ("the speedup, not divided by N", "table004.speedup_train.iloc[-1]"),
