@@ -44,6 +44,7 @@ from tools.book.stage import (
     stage,
     times_table,
 )
+from tools.book.tracks import TRACKS, minutes_text, track_minutes
 from workshop.commands import book as book_command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -168,20 +169,22 @@ def test_prepare_leaves_out_library_log_noise_and_gives_figures_a_caption():
     texts = [o.text for o in prepared.cells[2].outputs]
     assert texts == ["UserWarning: kept\n", "epoch 1: 2.1 s\n"]
     options = prepared.cells[-1].metadata.mystnb
-    # a link reads as its text (a glossary link's target was left in the caption)
-    assert options["image"]["alt"] == "The tensor time per rank (lesson 04): rank 1 waits."
-    assert options["figure"]["caption"] == options["image"]["alt"]
+    # no caption metadata: the figure's number, never a sentence copied from the markdown
+    # around it (issue 48; tests/test_book_pages.py holds the caption rules)
+    assert options["figure"]["caption"] == "Figure 05.1"
+    assert "tensor time" not in options["image"]["alt"]
 
 
-def test_without_a_repository_no_binder_link_and_a_sentence_how_to_set_it():
+def test_without_a_repository_no_binder_link_and_no_build_message_on_the_page():
     nowhere = Links(None, "HEAD")
     prepared = prepare(_notebook(_title()), "05-a.ipynb", nowhere, "x")
     assert "mybinder" not in prepared.cells[1].source and "OWNER" not in prepared.cells[1].source
     table = lesson_table(lessons())
     page = landing_page((REPO / "book" / "index.md").read_text(), nowhere, table)
-    assert "mybinder" not in page and HOW_TO_SET_REPOSITORY in page
-    install = install_page((REPO / "README.md").read_text(), nowhere)
-    assert "badge_logo.svg" not in install and "mybinder.org/v2/gh/OWNER" not in install
+    # the build message is for whoever builds the book (stderr), never on the landing page
+    assert "mybinder" not in page and HOW_TO_SET_REPOSITORY not in page
+    install = install_page((REPO / "docs" / "install.md").read_text(), nowhere)
+    assert "mybinder.org/v2/gh/OWNER" not in install and "{{" not in install
 
 
 @pytest.mark.parametrize(
@@ -272,14 +275,15 @@ def test_the_landing_page_is_for_learners_and_lists_every_page():
     # Every lesson with its time, as the lesson's own header gives it; no build instructions.
     for lesson in table:
         assert f"[{lesson.name[:2]} · {lesson.title}](notebooks/{lesson.name}) | " in page
+    four = next(lesson for lesson in table if lesson.number == "04")
     assert (
-        "| [04 · Reading Horovod timelines](notebooks/04-horovod-timelines.ipynb) | 60 min |"
+        f"| [04 · {four.title}](notebooks/04-horovod-timelines.ipynb) | {minutes_text(four)} |"
         in page
     )
     for build_word in ("cmake", "gcc", "g++", "apt-get", "pytest", "setup.sh"):
         assert build_word not in page, build_word
     toctree = page[page.index("```{toctree}") :]
-    listed = re.findall(r"^(notebooks/\S+|docs/\S+|install-and-develop)$", toctree, re.M)
+    listed = re.findall(r"^(notebooks/\S+|docs/\S+)$", toctree, re.M)
     assert listed == [f"notebooks/{n.name.removesuffix('.ipynb')}" for n in table] + [
         *REFERENCE,
         *INSTRUCTORS,
@@ -290,26 +294,22 @@ def test_the_landing_page_is_for_learners_and_lists_every_page():
 
 
 def test_one_table_of_times_for_the_landing_page_the_guide_and_the_lessons():
+    # The lessons' own headers give each time; the tracks add them up (the guide's copy and
+    # the tracks' rules: tests/test_lesson_times.py).
     table = lesson_table(lessons())
-    # The lessons' own headers: 10 + 25 + 45 + 40 + 60 + 40 + 60 + 45 + 40 + 60 = 425 minutes.
-    assert [lesson.minutes for lesson in table] == [10, 25, 45, 40, 60, 40, 60, 45, 40, 60]
     times = times_table(table)
-    assert "| all ten | 425 min |" in times
-    # The tracks include the capstone: 10 + 60 + 40 + 60 = 170 and 170 + 45 = 215 minutes.
-    assert "| 3-hour | 00, 04, 08, 09 | 170 min |" in times
-    assert "| half-day (4 hours) | 00, 04, 07, 08, 09 | 215 min |" in times
-    guide = (REPO / "docs" / "instructor-guide.md").read_text()
-    assert times in guide, "docs/instructor-guide.md: paste times_table's table"
+    for lesson in table:
+        assert f"| {lesson.number} · {lesson.title} | {minutes_text(lesson)} |" in times
+    for track, (numbers, optional) in TRACKS.items():
+        minutes = track_minutes(table, numbers, optional)
+        assert f"| {track} | {', '.join(numbers)} | {minutes} min |" in times
 
 
-def test_the_install_page_is_the_readme_under_its_own_title():
-    readme = (REPO / "README.md").read_text()
-    page = install_page(readme, LINKS)
-    assert page.startswith("# Install and develop\n")
-    assert "badge_logo.svg" in readme and "badge_logo.svg" not in page
+def test_the_install_page_is_docs_install_md_for_learners():
+    page = install_page((REPO / "docs" / "install.md").read_text(), LINKS)
+    assert page.startswith("# Install the workshop on your laptop\n")
     assert f"[Launch the workshop on Binder]({LINKS.binder('00-welcome.ipynb')})" in page
-    assert "replace OWNER/REPO" not in page
-    assert "## Quick start" in page
+    assert "OWNER/REPO" not in page and "## The two commands" in page
 
 
 @pytest.mark.parametrize(
@@ -417,7 +417,7 @@ def test_the_book_reads_in_a_browser(built_book):
             problems += _dead_links(page, "index.html")
             nav = page.locator("nav.bd-links a.reference.internal")
             hrefs = {nav.nth(i).get_attribute("href") for i in range(nav.count())}
-            for href in ("install-and-develop.html", "docs/glossary.html", "docs/sources.html"):
+            for href in ("docs/install.html", "docs/glossary.html", "docs/sources.html"):
                 if href not in hrefs:
                     problems.append(f"the navigation has no link to {href}")
             for stem in runs:

@@ -12,6 +12,9 @@ cheaply.
 * What a rank writes of each training step (``logs/rank.N.steps.csv``:
   :data:`STEP_FILE_COLUMNS`), and how long its training thread waited for a CPU
   (:func:`run_queue_wait_s`).
+* Horovod 0.28.1's defaults and per-cycle traffic that the glossary and the lessons state
+  (:data:`FUSION_THRESHOLD_DEFAULT_BYTES`, :data:`CYCLE_TIME_DEFAULT_MS`,
+  :data:`NEGOTIATION_ALLREDUCES_PER_CYCLE`, :func:`glossary_facts`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,35 @@ from __future__ import annotations
 import math
 
 LR_SCALINGS = ("none", "linear", "sqrt")
+
+# Horovod 0.28.1, read in its source (horovod/common/): the defaults a lesson may quote.
+HOROVOD_VERSION = "0.28.1"
+#: ``HOROVOD_FUSION_THRESHOLD``: 128 MiB by default since Horovod 0.21 (64 MiB before).
+FUSION_THRESHOLD_DEFAULT_BYTES = 128 * 1024 * 1024
+#: ``HOROVOD_CYCLE_TIME``: a background cycle starts at most every 1 ms by default.
+CYCLE_TIME_DEFAULT_MS = 1.0
+#: ``HOROVOD_CACHE_CAPACITY``: the response cache holds 1024 responses by default.
+CACHE_CAPACITY_DEFAULT = 1024
+#: With the response cache on, each background cycle starts with ONE MPI allreduce of the
+#: cache's bit vector (CacheCoordinator::sync: a bitwise AND over the ranks); a second one (an
+#: OR) only when a cached entry became invalid; tensors not cached yet then go to rank 0 by
+#: MPI_Gather/Gatherv and the responses come back by MPI_Bcast (mpi_controller.cc).
+NEGOTIATION_ALLREDUCES_PER_CYCLE = 1
+#: The bit vector: 64-bit words for 4 status bits plus one bit per cached response, so 8 bytes
+#: while at most 60 responses are cached (twice as many words with the timeline on).
+NEGOTIATION_ALLREDUCE_BYTES = 8
+
+
+def glossary_facts() -> dict[str, str]:
+    """The sentences docs/glossary.md states about Horovod's defaults, built from the
+    constants above (tests/test_book_pages.py checks that the glossary says each)."""
+    mib = FUSION_THRESHOLD_DEFAULT_BYTES // 2**20
+    return {
+        "fusion threshold": f"`HOROVOD_FUSION_THRESHOLD` ({mib} MiB by default since Horovod "
+        "0.21)",
+        "cycle time": f"({CYCLE_TIME_DEFAULT_MS:g} ms by default in Horovod {HOROVOD_VERSION}",
+        "negotiation": f"one {NEGOTIATION_ALLREDUCE_BYTES}-byte MPI allreduce per cycle",
+    }
 
 
 def scaled_lr(lr: float, global_batch: int, base_batch: int, rule: str) -> float:

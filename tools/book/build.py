@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.book.replay import executed_copies, replay
-from tools.book.repository import BOOK_DIR, BookError, Links, lessons, repository_links
+from tools.book.repository import (
+    BOOK_DIR,
+    HOW_TO_SET_REPOSITORY,
+    BookError,
+    Links,
+    lessons,
+    repository_links,
+)
 from tools.book.stage import stage
 
 
@@ -67,6 +74,8 @@ def build_book(
     replay_s = time.perf_counter() - start
     start = time.perf_counter()
     where = links.repository_url or "no repository known: no Binder link"
+    if not links.repository:  # for whoever builds it, never on a page
+        print(f"workshop book: {HOW_TO_SET_REPOSITORY}", file=sys.stderr)
     progress(f"staging the book's sources in {out / 'src'} ({where})")
     stage(executed, out / "src", links)
     progress(f"building the site with Sphinx into {out / 'html'}")

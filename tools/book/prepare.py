@@ -117,18 +117,75 @@ def _details(markdown: str, label: str) -> str:
     return f'<details class="reveal">\n<summary>{label}</summary>\n\n{markdown}\n\n</details>'
 
 
-def _figure_text(cell, introduction: str) -> str:
-    """A figure's caption: the cell's ``caption`` metadata, else the first sentence of the
-    markdown that introduces it."""
-    given = cell.metadata.get("caption")
+# What a figure-drawing cell calls (a committed lesson has no outputs to look at).
+DRAWS = re.compile(r"\bplot\.plot_\w+\(|\.plot\(|\bplt\.subplots\(|\bwidgets\.\w+_explorer\(")
+# A caption is copied when at least this share of its words is one sentence of the markdown
+# around its cell, in order (the book once cut the paragraph before a figure at 200 characters).
+COPIED_SHARE = 0.6
+# The markdown cells on each side of a figure that a caption must not repeat.
+AROUND = 3
+
+
+def _words(text: str) -> list[str]:
+    text = re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", text)  # a link reads as its text
+    return re.findall(r"[a-z0-9_']+", text.lower())
+
+
+def copied_from(caption: str, markdown: str) -> str | None:
+    """The sentence of ``markdown`` that ``caption`` mostly repeats (None: written fresh): at
+    least :data:`COPIED_SHARE` of the caption's words, in the sentence's order."""
+    from difflib import SequenceMatcher
+
+    words = _words(caption)
+    if len(words) < 3:
+        return None
+    prose = re.sub(r"^#.*$", "", markdown, flags=re.M)
+    for sentence in re.split(r"(?<=[.!?:])\s+|\n\s*\n", prose):
+        matcher = SequenceMatcher(None, words, _words(sentence), autojunk=False)
+        same = sum(block.size for block in matcher.get_matching_blocks())
+        if same >= COPIED_SHARE * len(words):
+            return " ".join(sentence.split())
+    return None
+
+
+def _draws(cell) -> bool:
+    """Whether a code cell draws a figure: an image among its outputs, or a drawing call."""
+    outputs = cell.get("outputs", [])
+    images = any(k.startswith("image/") for o in outputs for k in o.get("data", {}))
+    return images or bool(DRAWS.search(cell.source))
+
+
+def figure_problems(notebook, name: str = "") -> list[str]:
+    """Each figure cell of ``notebook`` without a ``caption`` in its metadata, or whose caption
+    is copied from the markdown around it (:func:`copied_from`): "<name> cell <i>: ..."."""
+    problems = []
+    cells = notebook.cells
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "code" or left_out(cell) or not _draws(cell):
+            continue
+        caption = cell.metadata.get("caption", "").strip()
+        if not caption:
+            problems.append(f"{name} cell {index}: a figure without 'caption' metadata")
+            continue
+        around = [
+            c.source
+            for c in cells[max(0, index - AROUND) : index + AROUND + 1]
+            if c.cell_type == "markdown"
+        ]
+        sentence = copied_from(caption, "\n\n".join(around))
+        if sentence:
+            problems.append(f"{name} cell {index}: caption copied from the text: {sentence!r}")
+    return problems
+
+
+def _figure_text(cell, lesson: str, number: int) -> tuple[str, str]:
+    """A figure's caption and alt text: "Figure NN.k: <the cell's caption metadata>" (no text
+    is copied from the markdown around it; a figure without a caption gets its number only)."""
+    label = f"Figure {lesson}.{number}"
+    given = " ".join(cell.metadata.get("caption", "").split())
     if given:
-        return given
-    prose = re.sub(r"^#.*$", "", introduction, flags=re.M)  # headings are no sentence
-    prose = re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", prose)  # a link reads as its text
-    plain = re.sub(r"[`*#>\[\]]", "", prose)
-    plain = " ".join(plain.split())
-    sentence = re.split(r"(?<=[.!?])\s", plain, maxsplit=1)[0].rstrip(":")
-    return sentence[:200] or "A figure drawn from the recorded data"
+        return f"{label}: {given}", given
+    return label, f"{label} of lesson {lesson}"
 
 
 def _output_problem(output) -> str | None:
@@ -201,7 +258,7 @@ def prepare(executed, name: str, links: Links, download: str, repo: Path = REPO_
     import nbformat
 
     cells, problems = [], []
-    introduction = ""
+    figures = 0
     for index, cell in enumerate(executed.cells):
         tags = _tags(cell)
         if left_out(cell):
@@ -214,8 +271,6 @@ def prepare(executed, name: str, links: Links, download: str, repo: Path = REPO_
                 )
             elif _collapsed(cell):
                 cell.source = _details(cell.source, "Show after you have answered")
-            else:
-                introduction = cell.source
         if cell.cell_type == "code":
             if "parameters" in tags:
                 cell.source = _without_test_parameters(cell.source)
@@ -242,10 +297,11 @@ def prepare(executed, name: str, links: Links, download: str, repo: Path = REPO_
             elif _collapsed(cell):
                 _hide(cell, "hide-cell", "Show after you have answered")
             if any(k.startswith("image/") for o in outputs for k in o.get("data", {})):
-                text = _figure_text(cell, introduction)
+                figures += 1
+                caption, alt = _figure_text(cell, name[:2], figures)
                 options = cell.metadata.setdefault("mystnb", {})
-                options["image"] = {"alt": text}
-                options["figure"] = {"caption": text}
+                options["image"] = {"alt": alt}
+                options["figure"] = {"caption": caption}
         cells.append(cell)
     if problems:
         raise BookError("\n".join(problems))

@@ -1,27 +1,35 @@
-"""Step 3 of the book: the Sphinx source folder (landing page, lessons, README, docs/)."""
+"""Step 3 of the book: the Sphinx source folder (landing page, lessons, docs/)."""
 
 from __future__ import annotations
 
-import re
+import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from tools.book.prepare import prepare
-from tools.book.repository import HOW_TO_SET_REPOSITORY, BookError, Links
+from tools.book.repository import BookError, Links
+from tools.book.tracks import (
+    CORE,
+    OPTIONAL,
+    TRACKS,
+    Lesson,
+    lesson_table,
+    minutes_text,
+    track_minutes,
+    with_tracks,
+)
 from workshop.paths import REPO_DIR
 
 DOCS = (
+    "install.md",
     "glossary.md",
     "sources.md",
     "instructor-guide.md",
     "clusters.md",
     "run-directory.md",
 )
-# The README, staged as the book's "Install and develop" page.
-INSTALL_PAGE = "install-and-develop"
-BINDER_BADGE = re.compile(r"\[!\[Binder\]\([^)]*\)\]\([^)]*\)\n?(\([^)]*OWNER/REPO[^)]*\)\n)?")
-TIME_TO_LEARN = re.compile(r"\*\*Time to learn\*\*: (\d+) minutes")
+# The measured first setup (size and time the landing page quotes).
+SETUP_TIME = "data/benchmarks/setup-time/result.json"
 
 # The mark of a staging folder this module made (and may empty again).
 STAGED = ".workshop-book"
@@ -53,65 +61,27 @@ TOCTREE = """
 {instructors}
 ```
 """
-REFERENCE = (INSTALL_PAGE, "docs/glossary", "docs/sources")
+REFERENCE = ("docs/install", "docs/glossary", "docs/sources")
 INSTRUCTORS = ("docs/instructor-guide", "docs/clusters", "docs/run-directory")
-# The tracks of the instructor guide: which lessons each teaches (the capstone in all).
-TRACKS = {
-    "3-hour": ("00", "04", "08", "09"),
-    "half-day (4 hours)": ("00", "04", "07", "08", "09"),
-    "full (two half-days)": ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09"),
-}
-
-
-@dataclass(frozen=True)
-class Lesson:
-    """A lesson as the landing page and the guide list it."""
-
-    name: str  # NN-title.ipynb
-    title: str  # its H1, without "NN · "
-    minutes: int  # its header's "Time to learn"
-
-
-def lesson_table(notebooks: list[Path]) -> list[Lesson]:
-    """Each lesson's title and time to learn, read from the lesson itself (its H1 and its
-    "**Time to learn**: N minutes"), so that the landing page, the guide and the lessons
-    cannot disagree.
-
-    Raises:
-        BookError: a lesson without a title or a time to learn.
-    """
-    import nbformat
-
-    found = []
-    for path in notebooks:
-        text = "\n".join(
-            c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"
-        )
-        title = re.search(r"^# (?:\d\d · )?(.+)$", text, re.M)
-        minutes = TIME_TO_LEARN.search(text)
-        if not title or not minutes:
-            raise BookError(f"{path.name}: no title (# ...) or no '**Time to learn**: N minutes'")
-        found.append(Lesson(path.name, title[1].strip(), int(minutes[1])))
-    return found
 
 
 def times_table(table: list[Lesson]) -> str:
-    """The Markdown table of the lessons' times and of the tracks (landing page and guide)."""
+    """The Markdown table of the lessons' times and of the tracks (the landing page)."""
     rows = ["| lesson | time to learn |", "| --- | --- |"]
-    rows += [f"| {lesson.name[:2]} · {lesson.title} | {lesson.minutes} min |" for lesson in table]
-    rows.append(f"| all ten | {sum(lesson.minutes for lesson in table)} min |")
-    by_number = {lesson.name[:2]: lesson.minutes for lesson in table}
+    rows += [f"| {lesson.number} · {lesson.title} | {minutes_text(lesson)} |" for lesson in table]
     rows += ["", "| track | lessons | time to learn |", "| --- | --- | --- |"]
-    for track, numbers in TRACKS.items():
-        total = sum(by_number[n] for n in numbers)
-        rows.append(f"| {track} | {', '.join(numbers)} | {total} min |")
+    for track, (numbers, optional) in TRACKS.items():
+        rows.append(
+            f"| {track} | {', '.join(numbers)} | {track_minutes(table, numbers, optional)} min |"
+        )
     return "\n".join(rows)
 
 
-def landing_page(template: str, links: Links, table: list[Lesson]) -> str:
+def landing_page(template: str, links: Links, table: list[Lesson], repo: Path = REPO_DIR) -> str:
     """``book/index.md`` with its lesson list, its Binder line and the navigation filled in."""
     lessons_md = "\n".join(
-        f"| [{lesson.name[:2]} · {lesson.title}](notebooks/{lesson.name}) | {lesson.minutes} min |"
+        f"| [{lesson.number} · {lesson.title}](notebooks/{lesson.name}) | "
+        f"{minutes_text(lesson)} | {'core' if lesson.number in CORE else 'optional'} |"
         for lesson in table
     )
     binder = links.binder(table[0].name)
@@ -119,13 +89,20 @@ def landing_page(template: str, links: Links, table: list[Lesson]) -> str:
         f"[Launch the workshop on Binder]({binder}): JupyterLab in your browser, "
         "nothing to install (it takes a few minutes to start)."
         if binder
-        else HOW_TO_SET_REPOSITORY
+        else "The repository's README has a *launch binder* badge: JupyterLab in your browser, "
+        "nothing to install (it takes a few minutes to start)."
     )
+    setup = json.loads((repo / SETUP_TIME).read_text())
+    core = track_minutes(table, CORE, False)
     text = (
         template.replace("{{lessons}}", lessons_md)
-        .replace("{{total_minutes}}", str(sum(lesson.minutes for lesson in table)))
-        .replace("{{total_hours}}", f"{sum(lesson.minutes for lesson in table) / 60:.0f}")
+        .replace("{{core_lessons}}", ", ".join(CORE))
+        .replace("{{core_minutes}}", str(core))
+        .replace("{{core_hours}}", f"{core / 60:.1f}")
+        .replace("{{optional_lessons}}", ", ".join(OPTIONAL))
         .replace("{{binder}}", start)
+        .replace("{{setup_gb}}", f"{setup['virtualenv_installed_gb']:g}")
+        .replace("{{setup_minutes}}", f"{setup['seconds'] / 60:.0f}")
         .replace("{{times}}", times_table(table))
     )
     return text + TOCTREE.format(
@@ -135,23 +112,21 @@ def landing_page(template: str, links: Links, table: list[Lesson]) -> str:
     )
 
 
-def install_page(readme: str, links: Links) -> str:
-    """The README as the book's "Install and develop" page: its own title, and its Binder badge
-    (an image from mybinder.org that an offline reader cannot load, pointing to a placeholder)
-    a plain link when the repository is known, else left out."""
-    body = readme.split("\n", 1)[1] if readme.startswith("# ") else readme
+def install_page(text: str, links: Links) -> str:
+    """docs/install.md as the book shows it: its Binder line pointing to the repository when
+    it is known (``{{binder}}``), else to the README's badge."""
     binder = links.binder("00-welcome.ipynb")
-    badge = f"[Launch the workshop on Binder]({binder})\n" if binder else ""
-    body = BINDER_BADGE.sub(lambda _: badge, body, count=1)
-    return (
-        "# Install and develop\n\nThe repository's README: setting the workshop up on your own "
-        "machine, the command line, the tests and a map of the code.\n" + body
+    line = (
+        f"[Launch the workshop on Binder]({binder})"
+        if binder
+        else "the *launch binder* badge of the repository's README"
     )
+    return text.replace("{{binder}}", line)
 
 
 def stage(executed: dict[str, Path], src: Path, links: Links, repo: Path = REPO_DIR) -> None:
     """Write the Sphinx source folder ``src`` (emptied first; it lives under the build
-    folder) from the executed lessons, ``book/index.md``, the README, docs/ and
+    folder) from the executed lessons, ``book/index.md``, docs/ and
     ``book/conf.py``."""
     import nbformat
 
@@ -177,10 +152,13 @@ def stage(executed: dict[str, Path], src: Path, links: Links, repo: Path = REPO_
         shutil.copy(repo / "notebooks" / name, src / "_downloads" / name)
         prepared = prepare(notebook, name, links, f"../_downloads/{name}", repo)
         nbformat.write(prepared, src / "notebooks" / name)
-    for doc in DOCS:
-        shutil.copy(repo / "docs" / doc, src / "docs" / doc)
-    readme = (repo / "README.md").read_text()
-    (src / f"{INSTALL_PAGE}.md").write_text(install_page(readme, links))
     table = lesson_table([repo / "notebooks" / name for name in names])
+    for doc in DOCS:
+        text = (repo / "docs" / doc).read_text()
+        if doc == "install.md":
+            text = install_page(text, links)
+        elif doc == "instructor-guide.md":
+            text = with_tracks(text, table)  # the tracks as the lessons state them now
+        (src / "docs" / doc).write_text(text)
     template = (repo / "book" / "index.md").read_text()
-    (src / "index.md").write_text(landing_page(template, links, table))
+    (src / "index.md").write_text(landing_page(template, links, table, repo))
