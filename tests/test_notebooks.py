@@ -314,26 +314,7 @@ def read_run(path: Path, folder: Path) -> Run:
 # must reject every one (test_every_check_rejects_the_classic_slips). A registry exercise's
 # slips are in its entry; its check logs their values from the lesson's data.
 SLIPS: dict[str, list[tuple[str, str]]] = {
-    "01.1": [
-        ("off by one: the last M still above 10 %", "micro_for_10pct - 1"),
-        ("(S-1)/M <= 0.1: M + S - 1 forgotten below the line", "round((4 - 1) / 0.10)"),
-    ],
-    "01.2": [
-        ("off by one: the last N below ten", "workers_for_10x - 1"),
-        ("the right number as text", "str(workers_for_10x)"),
-    ],
-    "01.3": [
-        ("the ring charged 2N latencies, not 2 (N-1)", "N_WORKERS"),
-        ("server over ring: the ratio upside down", "1 / ring_over_server_8b"),
-    ],
-    "01.4": [
-        ("the sum (op=Sum), not the average", "collectives.loc[1, 'sum'][1]"),
-        ("rank 1's own element, as if nothing was reduced", "collectives.loc[1, 'before'][1]"),
-    ],
-    "01.5": [
-        ("rank 0's own tensor, as if nothing was sent", "sum(collectives.loc[0, 'before'])"),
-        ("every rank's tensor added up", "sum(sum(row) for row in collectives['before'])"),
-    ],
+    # 01.x: the registry's slips (workshop/lessons/exercises/data_vs_model.py)
     "02.1": [("no padding: 4,000 // 3", "4000 // 3")],
     "02.2": [
         ("steps counted from 0: the LR of index 16", "schedule.lr[16]"),

@@ -1,0 +1,127 @@
+"""Lessons 01 and 02 as a reader meets them (issue 48): their findings are sentences built from
+the numbers (workshop/findings/parallelism_lesson.py, first_program_lesson.py), not
+``print(f"...")`` cells, their exercises live in the registry, and the contradiction of lesson
+01 ("model parallel: 1.18x" printed next to "splitting layers adds no parallel work by itself")
+is gone: the comparison is worded from the measured step times and their spread."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from workshop.analysis.parallelism import EVENT_COLUMNS
+from workshop.findings import parallelism_lesson as said
+from workshop.lessons.exercises import registry
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+LESSON_01 = NOTEBOOKS / "01-data-vs-model-parallelism.ipynb"
+LESSON_02 = NOTEBOOKS / "02-your-first-horovod-program.ipynb"
+
+
+def _cells(path: Path, kind: str = "code") -> list:
+    return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == kind]
+
+
+def _visible_code(path: Path) -> list:
+    """Code cells a reader sees: not the parameters, not test-only, not collapsed."""
+    return [
+        c
+        for c in _cells(path)
+        if not {"parameters", "test-only", "solution"} & set(c.metadata.get("tags", []))
+        and not c.metadata.get("jupyter", {}).get("source_hidden")
+    ]
+
+
+def _events(step_s: list[float], ranks: int = 1) -> pd.DataFrame:
+    """Demo events whose step ``k`` lasts ``step_s[k]`` (each rank computing half of it when
+    there are two, one after the other, as a pipeline's stages take turns)."""
+    rows, start = [], 0.0
+    for step, length in enumerate(step_s):
+        for rank in range(ranks):
+            share = length / ranks
+            rows.append([rank, step, 0, "forward", "compute", start + rank * share, share])
+        start += length
+    return pd.DataFrame(rows, columns=EVENT_COLUMNS)
+
+
+# --- lesson 01: the model-parallel comparison (issue 48's contradiction) ----------------------
+
+
+def test_lesson_01_no_longer_prints_a_speedup_next_to_no_parallel_work():
+    # The old cell: print(f"model parallel: {mp_row.speedup:.2f}x; splitting layers adds no
+    # parallel work by itself"), a measured ratio beside a sentence that held for any ratio.
+    sources = "\n".join(c.source for c in _cells(LESSON_01))
+    assert "model parallel: {" not in sources
+    assert "adds no parallel work by itself" not in sources
+    assert 'wk.finding("01.mp-speed", single, mp1, NP)' in sources
+
+
+def test_an_overlapping_spread_is_called_noise_with_its_numbers():
+    # one process: steps of 100-140 ms (median 120); the pipeline 110-150 ms (median 130):
+    # the ranges overlap, so 120/130 = 0.92x is within noise
+    single = {"events": _events([0.5, 0.100, 0.120, 0.140])}
+    split = {"events": _events([0.5, 0.110, 0.130, 0.150], ranks=2)}
+    text = said.model_parallel_speed(single, split, 2)
+    assert "median step 120.0 ms (steps from 100.0 ms to 140.0 ms)" in text
+    assert "130.0 ms (110.0 ms to 150.0 ms), **0.92x**" in text
+    assert "within this machine's noise" in text and "adds no parallel work" in text
+
+
+def test_a_clear_difference_is_not_called_noise():
+    # one process 100-110 ms, the pipeline 200-220 ms: 105/210 = 0.50x, outside the spread
+    single = {"events": _events([0.5, 0.100, 0.105, 0.110])}
+    split = {"events": _events([0.5, 0.200, 0.210, 0.220], ranks=2)}
+    text = said.model_parallel_speed(single, split, 2)
+    assert "**0.50x**" in text and "noise" not in text
+    assert "measurably slower" in text and "not parallel work" in text
+
+
+# --- both lessons: prose first, the registry's exercises ------------------------------------
+
+
+@pytest.mark.parametrize("path", [LESSON_01], ids=["01"])
+def test_one_import_line_and_no_old_exercise_machinery(path):
+    code = _cells(path)
+    assert code[1].source.strip() == "import workshop as wk"
+    sources = "\n".join(c.source for c in code)
+    assert (
+        "exercises.check(" not in sources and "What the check below compares with" not in sources
+    )
+    assert "exercises.reveal(" not in sources
+
+
+@pytest.mark.parametrize("path", [LESSON_01], ids=["01"])
+def test_findings_are_not_printed(path):
+    # A %%px cell's print is each rank speaking for itself (that is the lesson); any other
+    # print of a hand-built sentence would be a finding hidden in code.
+    printed = [
+        c.source
+        for c in _visible_code(path)
+        if "print(f" in c.source and not c.source.startswith("%%px")
+    ]
+    assert printed == []
+
+
+@pytest.mark.parametrize("path", [LESSON_01], ids=["01"])
+def test_every_figure_has_a_caption_and_the_time_is_stated_core_and_optional(path):
+    for cell in _cells(path):
+        if re.search(r"\bwk\.plot\.plot_\w+\(", cell.source):
+            assert len(cell.metadata.get("caption", "")) > 40, cell.source
+    prose = "\n".join(c.source for c in _cells(path, "markdown"))
+    assert re.search(
+        r"\*\*Time to learn\*\*: \d+ minutes \(core\), \+\d+ minutes optional\.", prose
+    )
+
+
+def test_lesson_01s_exercises_are_registered_with_their_minutes():
+    ids = [f"01.{k}" for k in range(1, 6)]
+    assert all(registry.entry(e).minutes >= 3 for e in ids)
+    # 27 micro-batches: 3 / (27 + 3) = 0.1; 19 workers: 19^2 / (2 x 18) = 10.03, 18 gives 9.53;
+    # the 8-byte ring over the server, N = 8: (14 alpha + ...) / (2 alpha + ...) = 6.993;
+    # (40 + 53) / 2 = 46.5; rank 1's t after the broadcast: 4.25 + 53 = 57.25
+    want = [27, 19, 6.993, 46.5, 57.25]
+    assert [registry.expected(e) for e in ids] == pytest.approx(want, rel=1e-3)
