@@ -328,37 +328,7 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
     # 03.x: the registry's slips (workshop/lessons/exercises/launching.py)
     # 04.x: the registry's slips (workshop/lessons/exercises/timelines.py)
     # 05.x: the registry's slips (workshop/lessons/exercises/), logged by each check
-    "06.1": [
-        ("the speedup, not divided by N", "table004.speedup_train.iloc[-1]"),
-        ("the time ratio upside down", "1 / table004.speedup_train.iloc[-1] / 32"),
-    ],
-    "06.2": [
-        ("the first way three times", "(three_ways[0],) * 3"),
-        ("4-GPU over 1-GPU time: upside down", "tuple(1 / x for x in three_ways)"),
-    ],
-    "06.3": [("N > 1/f instead of N > 1 + 1/f: one worker too few", "math.floor(1 / f) + 1")],
-    "06.4": [
-        # (With the recorded fit's alpha at its bound 0, "k latencies forgotten" gives the same
-        # number as the answer: no slip a tolerance could reject.)
-        (
-            "the m bytes not split: k allreduces of m bytes each",
-            "1e3 * k * (2 * (inputs['np_run'] - 1) * 1e-6 * fit['alpha_us'] + 2 * "
-            "(inputs['np_run'] - 1) / inputs['np_run'] * m / fit['bandwidth_bytes_per_s'])",
-        ),
-        ("seconds, not ms", "model_ms / 1e3"),
-    ],
-    "07.1": [("the incomplete last batch counted", "int(largest.steps) + 1")],
-    "07.2": [
-        ("k without the workers", "big.lr * int(big.batch_size) / int(big.base_batch_size)"),
-        ("the square-root rule", "sqrt_lr_4"),
-    ],
-    "07.3": [("the linear rule", "linear_lr_4")],
-    "07.4": [
-        (
-            "won back over the reference accuracy, not over the loss",
-            "(best.final_test_accuracy - fixed.final_test_accuracy) / reference_accuracy",
-        ),
-    ],
+    # 06.x, 07.x: the registry's slips (workshop/lessons/exercises/), logged by each check
     "08.1": [("elements, not bytes", "fusion_comm.bytes_per_step[128] / 4")],
     "08.2": [("the naive bound 1000 / 20, as if no cycle outlasted 20 ms", "1000 / 20")],
     "08.3": [("one rank's ticks", "ticks['tl-torch-gloo-np2-nocache'] / 2")],
