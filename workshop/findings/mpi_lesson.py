@@ -15,11 +15,13 @@ from workshop.analysis.mpi import (
     negotiation_signature,
     routine_table,
 )
+from workshop.rules import CYCLE_TIME_DEFAULT_MS, NEGOTIATION_ALLREDUCE_BYTES
 
-#: Horovod's cycle time when HOROVOD_CYCLE_TIME is not set, ms.
-HOROVOD_DEFAULT_CYCLE_MS = 1.0
+#: Horovod's cycle time when HOROVOD_CYCLE_TIME is not set, ms, and the size of the one
+#: negotiation allreduce per cycle: their one home is workshop.rules (the glossary's too).
+HOROVOD_DEFAULT_CYCLE_MS = CYCLE_TIME_DEFAULT_MS
 ALLREDUCE = "MPI_Allreduce"
-NEGOTIATION_BYTES = 8
+NEGOTIATION_BYTES = NEGOTIATION_ALLREDUCE_BYTES
 
 
 def negotiations(profile) -> int:
