@@ -284,7 +284,7 @@ def cycle5(recorded, cycle5_run, fusion0) -> str:
         f"- 5 ms cycle: the first allreduce starts {t.first_op_start_us['5 ms cycle']:.1f} ms "
         f"after the first gradient instead of {t.first_op_start_us['1 ms cycle']:.1f} ms with "
         f"1 ms cycles: **{abs(delay):.1f} ms {'later' if delay >= 0 else 'earlier'}**; "
-        f"{table.ops_per_step['5 ms cycle']:.0f} responses per step.\n"
+        f"responses per step: {table.ops_per_step['5 ms cycle']:.0f}.\n"
         f"- No fusion: {table.ops_per_step['no fusion']:.0f} allreduces per step instead of "
         f"{table.ops_per_step['1 ms cycle']:.0f}, {t.op_us['no fusion']:.1f} ms of allreduce per "
         f"step instead of {t.op_us['1 ms cycle']:.1f} ms.\n\n"
