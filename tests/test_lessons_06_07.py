@@ -132,7 +132,7 @@ def test_prose_first_and_brief(path):
 def test_every_figure_has_a_fresh_caption(path):
     notebook = cells(path)
     markdown = source(path, "markdown")
-    draws = re.compile(r"wk\.plot\.plot_|wk\.widgets\.")
+    draws = re.compile(r"\bplot\.plot_|\bwidgets\.\w+_explorer")
     for cell in notebook:
         if cell.cell_type != "code" or not draws.search(cell.source):
             continue
