@@ -138,3 +138,65 @@ def test_09_core_and_optional_times_are_stated():
     assert found.index("## Summary") < min(
         i for i, h in enumerate(found) if h.startswith("## Optional: ")
     )
+
+
+# --- lesson 08: the fusion sentence and the figures' captions -----------------------------------
+
+
+def test_08_fusion_off_sentence_is_built_from_the_fusion_table():
+    # Old: "fusion off sends the same bytes in 8 operations instead of one", typed beside a
+    # table with 1.9 responses per step with fusion on.
+    markdown = "\n".join(c.source for c in cells(LESSON_08) if c.cell_type == "markdown")
+    assert "instead of one" not in markdown
+    fusion = wk.open_run(registry.REGISTRY["08.1"].recorded["fusion"])
+    table = wk.findings.tuning_lesson.fusion_comm(fusion)
+    text = wk.findings.tuning_lesson.link_mechanisms(fusion)
+    sentence = (
+        f"in {table.ops_per_step[0]:.1f} collective operations per step instead of "
+        f"{table.ops_per_step[128]:.1f}"
+    )
+    assert sentence in text
+    assert table.ops_per_step[128] > 1  # with fusion on, not one operation per step here
+    assert any('wk.finding("08.link-mechanisms"' in c.source for c in cells(LESSON_08))
+
+
+def figure_cells(path: Path) -> list:
+    return [c for c in cells(path) if c.cell_type == "code" and "wk.plot." in c.source]
+
+
+@pytest.mark.parametrize("path", [LESSON_08], ids=["08"])
+def test_every_figure_has_its_own_caption_not_copied_from_the_text(path):
+    figures = figure_cells(path)
+    assert figures, path.name
+    captions = [c.metadata.get("caption", "") for c in figures]
+    assert all(len(caption.split()) >= 8 for caption in captions), captions
+    assert len(set(captions)) == len(captions), "two figures share a caption"
+    markdown = " ".join(c.source for c in cells(path) if c.cell_type == "markdown")
+    markdown = re.sub(r"\s+", " ", markdown)
+    for caption in captions:
+        for sentence in re.split(r"(?<=[.:;])\s+", caption):
+            assert len(sentence) < 40 or sentence.rstrip(".") not in markdown, sentence
+
+
+def test_08_autotune_plots_have_captions_of_their_own():
+    # Old: both autotune plots were captioned "On a GPU cluster with NCCL the full
+    # negotiation ... keep the c" (the paragraph before them, cut).
+    autotune = [c for c in figure_cells(LESSON_08) if "plot_autotune" in c.source]
+    assert len(autotune) == 2
+    captions = [c.metadata.get("caption", "") for c in autotune]
+    assert captions[0] != captions[1]
+    assert not any("On a GPU cluster" in caption for caption in captions)
+
+
+def test_08_is_optional_with_its_time_stated():
+    header = cells(LESSON_08)[1].source
+    core, optional = map(int, re.search(
+        r"\*\*Time to learn\*\*: (\d+) minutes \(core\), \+(\d+) minutes optional", header
+    ).groups())  # fmt: skip
+    minutes = sum(registry.REGISTRY[f"08.{n}"].minutes for n in range(1, 6))
+    assert core >= minutes and optional > 0
+    found = headings(LESSON_08)
+    optional_sections = [h for h in found if h.startswith("## Optional: ")]
+    assert len(optional_sections) == 2
+    assert found.index("## What's next") < found.index(optional_sections[0])
+    assert all("print(f" not in c.source for c in cells(LESSON_08) if c.cell_type == "code")

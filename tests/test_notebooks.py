@@ -329,14 +329,7 @@ SLIPS: dict[str, list[tuple[str, str]]] = {
     # 04.x: the registry's slips (workshop/lessons/exercises/timelines.py)
     # 05.x: the registry's slips (workshop/lessons/exercises/), logged by each check
     # 06.x, 07.x: the registry's slips (workshop/lessons/exercises/), logged by each check
-    "08.1": [("elements, not bytes", "fusion_comm.bytes_per_step[128] / 4")],
-    "08.2": [("the naive bound 1000 / 20, as if no cycle outlasted 20 ms", "1000 / 20")],
-    "08.3": [("one rank's ticks", "ticks['tl-torch-gloo-np2-nocache'] / 2")],
-    "08.4": [
-        ("compression forgotten", "comp_comm.bytes_per_step['none']"),
-        ("a quarter: 1 byte per element", "comp_comm.bytes_per_step['none'] / 4"),
-    ],
-    "08.5": [("unchanged", "1.0"), ("four times more", "4.0")],
+    # 08.x: the registry's slips (workshop/lessons/exercises/tuning.py)
     # 09.x: the registry's slips (workshop/lessons/exercises/diagnosing.py)
 }
 
