@@ -92,6 +92,9 @@ def test_figures_are_numbered_per_lesson_with_their_own_caption():
         "Figure 05.1: Each epoch's seconds: the first bar stands out."
     )
     assert first["image"]["alt"] == "Each epoch's seconds: the first bar stands out."
+    numbered = _notebook(_picture_cell("plot(c)", "Figure 3. Its own number: replaced."))
+    own = prepare(numbered, "05-a-lesson.ipynb", LINKS, "x").cells[-1].metadata.mystnb
+    assert own["figure"]["caption"] == "Figure 05.1: Its own number: replaced."
     # without a caption: its number, never the introduction's first sentence
     assert second["figure"]["caption"] == "Figure 05.2"
     assert "first epoch" not in second["image"]["alt"] and len(second["image"]["alt"].split()) >= 3

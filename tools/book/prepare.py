@@ -119,6 +119,8 @@ def _details(markdown: str, label: str) -> str:
 
 # What a figure-drawing cell calls (a committed lesson has no outputs to look at).
 DRAWS = re.compile(r"\bplot\.plot_\w+\(|\.plot\(|\bplt\.subplots\(|\bwidgets\.\w+_explorer\(")
+# A figure number a caption gives itself ("Figure 1. ..."), which the book's numbering replaces.
+OWN_NUMBER = re.compile(r"^Figure \d+(?:\.\d+)?[.:]\s*")
 # A caption is copied when at least this share of its words is one sentence of the markdown
 # around its cell, in order (the book once cut the paragraph before a figure at 200 characters).
 COPIED_SHARE = 0.6
@@ -182,7 +184,8 @@ def _figure_text(cell, lesson: str, number: int) -> tuple[str, str]:
     """A figure's caption and alt text: "Figure NN.k: <the cell's caption metadata>" (no text
     is copied from the markdown around it; a figure without a caption gets its number only)."""
     label = f"Figure {lesson}.{number}"
-    given = " ".join(cell.metadata.get("caption", "").split())
+    # the book numbers the figures: a number the caption gives itself would be a second one
+    given = OWN_NUMBER.sub("", " ".join(cell.metadata.get("caption", "").split()))
     if given:
         return f"{label}: {given}", given
     return label, f"{label} of lesson {lesson}"
