@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 import workshop as wk
+from tools.book.prepare import figure_problems
 from workshop.analysis.diagnose import compute_ratio
 from workshop.lessons import capstone
 from workshop.lessons.exercises import registry
@@ -171,6 +172,7 @@ def test_every_figure_has_its_own_caption_not_copied_from_the_text(path):
     captions = [c.metadata.get("caption", "") for c in figures]
     assert all(len(caption.split()) >= 8 for caption in captions), captions
     assert len(set(captions)) == len(captions), "two figures share a caption"
+    assert figure_problems(nbformat.read(path, as_version=4), path.name) == []
     markdown = " ".join(c.source for c in cells(path) if c.cell_type == "markdown")
     markdown = re.sub(r"\s+", " ", markdown)
     for caption in captions:
