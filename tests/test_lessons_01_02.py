@@ -83,7 +83,7 @@ def test_a_clear_difference_is_not_called_noise():
 # --- both lessons: prose first, the registry's exercises ------------------------------------
 
 
-@pytest.mark.parametrize("path", [LESSON_01], ids=["01"])
+@pytest.mark.parametrize("path", [LESSON_01, LESSON_02], ids=["01", "02"])
 def test_one_import_line_and_no_old_exercise_machinery(path):
     code = _cells(path)
     assert code[1].source.strip() == "import workshop as wk"
@@ -106,7 +106,7 @@ def test_findings_are_not_printed(path):
     assert printed == []
 
 
-@pytest.mark.parametrize("path", [LESSON_01], ids=["01"])
+@pytest.mark.parametrize("path", [LESSON_01, LESSON_02], ids=["01", "02"])
 def test_every_figure_has_a_caption_and_the_time_is_stated_core_and_optional(path):
     for cell in _cells(path):
         if re.search(r"\bwk\.plot\.plot_\w+\(", cell.source):

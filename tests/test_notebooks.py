@@ -315,16 +315,7 @@ def read_run(path: Path, folder: Path) -> Run:
 # slips are in its entry; its check logs their values from the lesson's data.
 SLIPS: dict[str, list[tuple[str, str]]] = {
     # 01.x: the registry's slips (workshop/lessons/exercises/data_vs_model.py)
-    "02.1": [("no padding: 4,000 // 3", "4000 // 3")],
-    "02.2": [
-        ("steps counted from 0: the LR of index 16", "schedule.lr[16]"),
-        ("no warmup: the LR scaled by 4 at once", "4 * 0.01"),
-    ],
-    "02.3": [("off by one", "skeleton_ok + 1")],
-    "02.4": [
-        ("every callback fails", "set(horovods.piece[horovods.piece.str.endswith('Callback')])"),
-        ("only one of them", "set(sorted(failing)[:1])"),
-    ],
+    # 02.x: the registry's slips (workshop/lessons/exercises/first_horovod.py)
     # 03.x: the registry's slips (workshop/lessons/exercises/launching.py)
     # 04.x: the registry's slips (workshop/lessons/exercises/timelines.py)
     # 05.x: the registry's slips (workshop/lessons/exercises/), logged by each check
@@ -685,9 +676,9 @@ NOT_A_LEAK: dict[tuple[str, str], str] = {
     ("04.3", "783e561d"): "the same count, after 04.4 showed it",
     ("08.1", "842266fc-d"): "08.4's prompt needs the bytes per step without compression",
     ("08.3", "03a4961a"): "autotune's start points: '16/25' is 16 MB fusion with 25 ms cycles",
-    ("02.3", "cc5454aa"): "'0 of 6 runs' counts the Keras probe's runs with equal seeded weights",
-    ("02.4", "c0097466"): "the section's introduction names the four pieces, as the prompt does",
-    ("02.4", "9ffc3f53"): "the workshop's patched build, in which all four pieces work",
+    ("02.3", "bd288276"): "'0 of 6 runs' counts the Keras probe's runs with equal seeded weights",
+    ("02.4", "89a76e9a"): "the section's introduction names the four pieces, as the prompt does",
+    ("02.4", "a39305bc"): "the workshop's patched build, in which all four pieces work",
 }
 
 
