@@ -12,7 +12,7 @@ import statistics
 
 from workshop.analysis import fusion_groups
 from workshop.analysis.diagnose import late_cycles
-from workshop.findings import capstone_lesson as said
+from workshop.lessons import capstone_findings as said
 from workshop.lessons import capstone
 from workshop.lessons.exercises.entry import Exercise, Finding, Slip
 from workshop.readers import read_timeline
