@@ -103,8 +103,6 @@ def test_figures_are_numbered_per_lesson_with_their_own_caption():
 @pytest.mark.parametrize("path", lessons(), ids=lambda p: p.name[:2])
 def test_every_figure_of_every_lesson_has_a_caption_of_its_own(path):
     problems = figure_problems(nbformat.read(path, as_version=4), path.name)
-    if problems and path.name[:2] not in ("00", "05"):
-        pytest.xfail(f"lessons being rewritten (issue 48): {len(problems)} figures to caption")
     assert not problems, "\n".join(problems)
 
 
@@ -189,7 +187,6 @@ def test_weight_counts_visible_code_machinery_and_prints():
     assert "all" in table([weight])
 
 
-@pytest.mark.xfail(strict=False, reason="lessons being rewritten (issue 48)")
 def test_the_books_visible_code_is_brief_and_mostly_teaching():
     weights = book_weight()
     total = Weight(

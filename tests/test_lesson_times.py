@@ -29,9 +29,6 @@ from tools.book.tracks import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-LESSONS_BEING_REWRITTEN = pytest.mark.xfail(
-    strict=False, reason="lessons being rewritten (issue 48): their times and prerequisites"
-)
 
 
 def _lesson(number: str, minutes: int, optional: int = 0, needs: tuple[str, ...] = ()):
@@ -124,7 +121,6 @@ def test_the_guides_tracks_teach_their_prerequisites_and_add_up():
         assert minutes == sum(lessons[n][0] + (lessons[n][1] if optional else 0) for n in numbers)
 
 
-@LESSONS_BEING_REWRITTEN
 def test_the_guides_tracks_teach_every_prerequisite_before_it():
     lessons, tracks = _guide_tables(GUIDE.read_text())
     for name, (numbers, _) in tracks.items():
@@ -133,7 +129,6 @@ def test_the_guides_tracks_teach_every_prerequisite_before_it():
             assert not missing, f"{name} track: lesson {n} needs {missing} before it"
 
 
-@LESSONS_BEING_REWRITTEN
 def test_every_core_lesson_states_its_core_and_optional_time():
     for path in sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb")):
         text = path.read_text()
@@ -145,12 +140,10 @@ def test_every_core_lesson_states_its_core_and_optional_time():
         ), path.name
 
 
-@LESSONS_BEING_REWRITTEN
 def test_the_core_track_fits_in_four_hours_and_respects_every_prerequisite():
     assert track_problems(lesson_table()) == []
 
 
-@LESSONS_BEING_REWRITTEN
 def test_the_guide_states_the_lessons_times_as_they_are_now():
     assert tracks_section(lesson_table()) in GUIDE.read_text(), (
         "python -m tools.book.tracks --write"

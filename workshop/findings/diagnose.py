@@ -376,7 +376,8 @@ def reference_for(baseline: str | Path | None = None) -> tuple[pd.DataFrame, str
         return reference_from_evidence({str(baseline): found}), f"the baseline run {baseline}"
     table, record = read_healthy_reference()
     runs = len(record.get("runs", []))
-    return table, f"{runs} recorded healthy runs ({record.get('source', 'data/diagnose')})"
+    folders = ", ".join([record.get("source", "data/diagnose"), *record.get("also", [])])
+    return table, f"{runs} recorded healthy runs ({folders})"
 
 
 def diagnose_run(run_dir: str | Path | Run, baseline: str | Path | None = None) -> dict[str, Any]:
