@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from tools.book.tracks import (
     BEGIN,
     CORE,
