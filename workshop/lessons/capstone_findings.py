@@ -124,7 +124,7 @@ def summary(*broken) -> str:
 
 #: The recorded run of a learner's script that lesson 09 diagnoses by default (its
 #: parameters' SCRIPT_RUN): ``workshop run --script`` of a script whose ranks end unevenly.
-SCRIPT_RECORDING = "runs/script-uneven-join"
+SCRIPT_RECORDING = "scripts/uneven-join"
 
 
 def own_run(run) -> str:

@@ -386,7 +386,9 @@ class Run:
 
 
 #: Where a recording's name is looked for under ``data/``, in this order.
-RECORDING_FOLDERS = ("runs", "timelines", "mpi", "sweeps", "capstone", "cluster", "benchmarks")
+RECORDING_FOLDERS = (
+    "runs", "scripts", "timelines", "mpi", "sweeps", "capstone", "cluster", "benchmarks"
+)  # fmt: skip
 
 
 def _is_run_dir(path: Path) -> bool:
