@@ -25,6 +25,9 @@ myst_heading_anchors = 3
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_dmath_double_inline = True
 nb_merge_streams = True
+# Markdown outputs (the lessons' findings, wk.finding) are parsed as MyST, as the lessons'
+# markdown cells are: MyST-NB's default, CommonMark, has no tables.
+nb_render_markdown_format = "myst"
 html_static_path = ["_static"]
 # Long output lines wrap instead of being cut by the column (reader.css).
 html_css_files = ["reader.css"]

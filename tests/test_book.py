@@ -51,8 +51,8 @@ REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 #: Lessons whose live-rank section is photographed: lesson -> its heading.
 LIVE_RANK_SECTIONS = {
-    "01-data-vs-model-parallelism": "Collectives by hand",
-    "02-your-first-horovod-program": "First, on live ranks",
+    "01-data-vs-model-parallelism": "collectives by hand",
+    "02-your-first-horovod-program": "one training step on live ranks",
 }
 LINKS = Links("someone/horovod-workshop", "HEAD")
 
