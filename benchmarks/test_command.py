@@ -18,7 +18,8 @@ Where the time goes: each round's pytest also writes a JUnit XML file (``PYTEST_
 adds ``--junitxml``), whose per-test times (setup + call + teardown, so a shared fixture's
 start counts in the first test that asks for it) the round keeps as ``durations``: the slowest
 tests, and the totals per test file and per marker (live, notebook, browser; "other" for a test
-with none of them), with each test's markers read from one collection of the clone, untimed.
+with none of them), with each test's markers read from one collection of the clone, untimed,
+after the first round (which installs the test tools).
 The two xdist workers run side by side: the per-test seconds add up to more than the wall time.
 
     flock /tmp/workshop-cpu.lock python benchmarks/test_command.py [--repeats 5] \
@@ -219,7 +220,9 @@ def main() -> int:
     if setup["exit_code"]:
         raise SystemExit(f"setup failed ({setup['last_line']}): see {work / 'setup.log'}")
     python = clone / ".venv" / "bin" / "python"
-    markers = test_markers(python, clone, work)  # untimed, before the first round
+    # the test command installs the test tools on its first run (scripts/test.sh: setup.sh
+    # --test), so the tests' markers are collected once that round has run, untimed
+    markers = None
     rounds = []
     for index in range(args.repeats):
         junit = work / f"junit-{index}.xml"
@@ -231,6 +234,7 @@ def main() -> int:
         row = {"round": index, **row, "probe_s_before": before, "probe_s_after": after}
         row["wall_in_probes"] = row["wall_s"] / ((before + after) / 2)
         if junit.exists():  # not when ruff failed before pytest started
+            markers = markers or test_markers(python, clone, work)
             row["durations"] = durations(junit, markers, args.top)
         rounds.append(row)
         print(
