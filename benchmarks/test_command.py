@@ -212,6 +212,9 @@ def main() -> int:
         ["git", "rev-parse", args.commit], cwd=REPO_DIR, capture_output=True, text=True, check=True
     ).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="workshop-test-command-"))
+    # readable by every account, as a clone is: the room's tests import the clone's package as
+    # a second user (mkdtemp makes the folder the owner's alone)
+    work.chmod(0o755)
     clone = work / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO_DIR), str(clone)], check=True)
     subprocess.run(["git", "checkout", "-q", commit], cwd=clone, check=True)

@@ -118,8 +118,16 @@ def slips(exercise_id: str, *data) -> list[tuple[str, object]]:
 
 def recorded(exercise_id: str) -> tuple[Run, ...]:
     """The data the lesson checks ``exercise_id`` against by default: its recordings, opened."""
+    from workshop.paths import data_dir
+
+    def opened(name: str) -> Run:
+        # a recording under data/ first: "runs" is also the working folder's own runs/ (where
+        # workshop run writes) wherever the tests or a learner start from
+        under_data = data_dir() / item.recorded[name]
+        return open_run(under_data if under_data.is_dir() else item.recorded[name])
+
     item = entry(exercise_id)
-    return tuple(open_run(item.recorded[name]) for name in item.data)
+    return tuple(opened(name) for name in item.data)
 
 
 def exercise(exercise_id: str, answer, *data, worked: bool = False) -> engine.Verdict:
