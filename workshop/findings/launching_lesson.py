@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from workshop.analysis import scaling_groups, speedup_table
+from workshop.findings.markdown import markdown_table
 from workshop.readers import read_metrics, read_run, read_sweep
 
 #: Exercise 03.2's choices: first-epoch time over a later epoch's, [low, high).
@@ -60,23 +61,6 @@ def throughput_speedup(sweep) -> float:
     return float(speedup_table(worker_group(sweep)).speedup_throughput.iloc[-1])
 
 
-def _table(frame: pd.DataFrame, digits: int = 2) -> str:
-    """A small frame as a Markdown table, its index as the first column."""
-
-    def cell(value) -> str:
-        if isinstance(value, float):
-            return f"{value:,.{digits}f}"
-        return f"{value:,}" if isinstance(value, int) else str(value)
-
-    header = [frame.index.name or "", *map(str, frame.columns)]
-    rows = [header, ["---"] + ["---:"] * len(frame.columns)]
-    rows += [
-        [cell(i), *map(cell, row)]
-        for i, row in zip(frame.index, frame.itertuples(False), strict=True)
-    ]
-    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
-
-
 def runs_read(sweep) -> str:
     runs = tables(sweep)[0]
     return f"**{len(runs)} finished runs**: {', '.join(runs.run)}."
@@ -116,7 +100,8 @@ def workers(sweep) -> str:
     columns = ["rate_throughput_per_s", "speedup_throughput", "speedup_train", "speedup_wall"]
     return (
         f"np={group.np.max()} trains **{throughput_speedup(sweep):.2f}x** the samples/s of "
-        f"np={group.np.min()} on {group.cores.iloc[0]:.0f} cores.\n\n{_table(table[columns])}"
+        f"np={group.np.min()} on {group.cores.iloc[0]:.0f} cores.\n\n"
+        + markdown_table(table[columns])
     )
 
 
@@ -181,7 +166,7 @@ def controllers_pair(sweep) -> str:
     return (
         f"One run each: MPI / Gloo median samples/s of the steady epochs **{ratio:.2f}x**; the "
         f"epoch ranges {'overlap' if overlap else 'do not overlap'}.\n\n"
-        f"{_table(spread.round(1), 1)}"
+        f"{markdown_table(spread.round(1), 1)}"
     )
 
 
@@ -191,7 +176,7 @@ def controllers_repeated(sweep, controllers) -> str:
     return (
         f"{spread.runs.sum()} interleaved runs: MPI / Gloo median samples/s **{ratio:.2f}x** "
         f"(the single pair above: {mpi_over_gloo(sweep):.2f}x); the ranges {said}.\n\n"
-        f"{_table(spread.round(1), 1)}"
+        f"{markdown_table(spread.round(1), 1)}"
     )
 
 

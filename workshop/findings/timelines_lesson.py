@@ -25,29 +25,13 @@ from workshop.analysis import (
     step_starts,
     stragglers,
 )
+from workshop.findings.markdown import markdown_table
 from workshop.readers import read_benchmark_runs
 
 #: The steps counted as the beginning (the first steps' cache misses), and exercise 04.5's
 #: edges between its choices, ms later with 5 ms cycles than with 1 ms.
 FIRST_STEPS = 5
 DELAY_EDGES_MS = (1, 3, 8)
-
-
-def markdown_table(frame: pd.DataFrame, digits: int = 2) -> str:
-    """A small frame as a Markdown table, its index as the first column."""
-
-    def cell(value) -> str:
-        if isinstance(value, float):
-            return f"{value:,.{digits}f}"
-        return f"{value:,}" if isinstance(value, int) else str(value)
-
-    rows = [[frame.index.name or "", *map(str, frame.columns)]]
-    rows.append(["---"] + ["---:"] * len(frame.columns))
-    rows += [
-        [cell(i), *map(cell, row)]
-        for i, row in zip(frame.index, frame.itertuples(False), strict=True)
-    ]
-    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
 
 # --- the numbers ---------------------------------------------------------------------------
