@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workshop import exercises
+from workshop.lessons.exercises import engine as exercises
 from workshop.analysis.benchmarks import RUN_MEASURES, steady_samples_per_s
 from workshop.findings.diagnose import diagnose_run
 from workshop.lessons import capstone, capstone_record

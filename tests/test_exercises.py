@@ -1,4 +1,4 @@
-"""workshop.exercises: the learner's check (escalating hints, passed() counts only the learner),
+"""workshop.lessons.exercises.engine: the learner's check (escalating hints, passed() counts only the learner),
 the worked solution's check, the registry and the JSON log a papermill test reads; and the
 registry of exercises (workshop.lessons.exercises): every registered exercise's tolerance
 rejects each of its classic slips, computed from the lesson's recordings."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workshop import exercises
+from workshop.lessons.exercises import engine as exercises
 from workshop.lessons import exercises as registry
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from unix_users import as_user, unix_users
 
-from workshop import exercises, room
+from workshop import room
+from workshop.lessons.exercises import engine as exercises
 from workshop.analysis.room import room_progress, room_table
 from workshop.commands import room as room_command
 from workshop.findings.room import room_text
@@ -218,7 +219,8 @@ CHECK_REPORTS = Path(__file__).parent / "check_reports"
 LEARNER = """
 import json, sys, time
 from pathlib import Path
-from workshop import exercises, room
+from workshop import room
+from workshop.lessons.exercises import engine as exercises
 plan, go = json.loads(sys.argv[1]), Path(sys.argv[2])
 while not go.exists():
     time.sleep(0.002)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from unix_users import as_user, unix_users
 
-from workshop import exercises, room
+from workshop import room
+from workshop.lessons.exercises import engine as exercises
 from workshop.analysis.room import room_table
 from workshop.commands import room as room_command
 from workshop.findings.room import room_notes, room_text
@@ -37,7 +38,8 @@ OK_RUN = Path(__file__).resolve().parents[1] / "data" / "runs" / "torch-mnist-gl
 LEARNER = """
 import json, sys, time
 from pathlib import Path
-from workshop import exercises, room
+from workshop import room
+from workshop.lessons.exercises import engine as exercises
 for step in json.loads(sys.argv[1]):
     if step[0] == "check":
         exercises.check(step[1], step[2], expected=42, hints=("h",))

@@ -179,7 +179,7 @@ FLOORS = {
     1: ("readers",),
     2: ("analysis",),
     3: ("findings", "plot"),
-    4: ("widgets", "train", "cluster", "results", "exercises"),
+    4: ("widgets", "train", "cluster"),
     5: ("launch", "check"),
     6: ("lessons", "commands", "cli"),
 }

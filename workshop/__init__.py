@@ -29,14 +29,12 @@ SUBPACKAGES = (
     "check",
     "cluster",
     "commands",
-    "exercises",
     "findings",
     "launch",
     "lessons",
     "paths",
     "plot",
     "readers",
-    "results",
     "room",
     "rules",
     "runspec",
@@ -44,6 +42,12 @@ SUBPACKAGES = (
     "units",
     "widgets",
 )
+#: Lesson machinery a notebook reaches from the top (``wk.exercises.solution_hidden``,
+#: ``wk.results.save``), and the module each name is.
+MODULES = {
+    "exercises": "workshop.lessons.exercises",
+    "results": "workshop.lessons.results",
+}
 #: The facade's own names, and the module each comes from.
 NAMES = {
     "open_run": "workshop.readers.runs",
@@ -51,16 +55,18 @@ NAMES = {
     "exercise": "workshop.lessons.exercises",
     "finding": "workshop.lessons.exercises",
 }
-__all__ = ["SUBPACKAGES", "data_path", *NAMES]
+__all__ = ["MODULES", "SUBPACKAGES", "data_path", *NAMES]
 
 
 def __getattr__(name: str) -> Any:
     if name in SUBPACKAGES:
         return importlib.import_module(f"workshop.{name}")
+    if name in MODULES:
+        return importlib.import_module(MODULES[name])
     if name in NAMES:
         return getattr(importlib.import_module(NAMES[name]), name)
     raise AttributeError(f"module 'workshop' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *SUBPACKAGES, *NAMES])
+    return sorted([*globals(), *SUBPACKAGES, *MODULES, *NAMES])

@@ -19,7 +19,7 @@ How a lesson uses it (lesson 05 is the first converted; its entries are in
 The check takes the lesson's data (the Run or frames the lesson has open: in a LIVE lesson,
 the fresh run) and computes the expected value and the slips from it; the notebook holds no
 expected value, tolerance, slip or hint. An unanswered check prints one short line
-(:data:`workshop.exercises.UNANSWERED_LINE`), which the book leaves out.
+(:data:`workshop.lessons.exercises.engine.UNANSWERED_LINE`), which the book leaves out.
 
 How to add an exercise (or convert one of a lesson not converted yet):
 
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from workshop import exercises as engine
+from workshop.lessons.exercises import engine
 from workshop.lessons.exercises import (
     batch_lr,
     data_vs_model,
@@ -132,8 +132,8 @@ def recorded(exercise_id: str) -> tuple[Run, ...]:
 
 def exercise(exercise_id: str, answer, *data, worked: bool = False) -> engine.Verdict:
     """Check ``answer`` to ``exercise_id`` against the lesson's ``data``, with the registered
-    tolerances, hints and slips (:func:`workshop.exercises.check`); with ``worked=True``,
-    check a worked solution instead (:func:`workshop.exercises.check_solution`, which prints
+    tolerances, hints and slips (:func:`workshop.lessons.exercises.engine.check`); with ``worked=True``,
+    check a worked solution instead (:func:`workshop.lessons.exercises.engine.check_solution`, which prints
     the solution's idea under its value).
 
     Returns the verdict (truthy when right). Raises KeyError (no such exercise), TypeError
