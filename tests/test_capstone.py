@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from workshop.lessons.exercises import engine as exercises
 from workshop.analysis.benchmarks import RUN_MEASURES, steady_samples_per_s
 from workshop.findings.diagnose import diagnose_run
 from workshop.lessons import capstone, capstone_record
+from workshop.lessons.exercises import engine as exercises
 from workshop.paths import data_path
 from workshop.readers.runs import read_metrics, read_run
 

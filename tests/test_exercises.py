@@ -1,7 +1,8 @@
-"""workshop.lessons.exercises.engine: the learner's check (escalating hints, passed() counts only the learner),
-the worked solution's check, the registry and the JSON log a papermill test reads; and the
-registry of exercises (workshop.lessons.exercises): every registered exercise's tolerance
-rejects each of its classic slips, computed from the lesson's recordings."""
+"""workshop.lessons.exercises.engine: the learner's check (escalating hints, passed() counts
+only the learner), the worked solution's check, the registry and the JSON log a papermill test
+reads; and the registry of exercises (workshop.lessons.exercises): every registered
+exercise's tolerance rejects each of its classic slips, computed from the lesson's
+recordings."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workshop.lessons.exercises import engine as exercises
 from workshop.lessons import exercises as registry
+from workshop.lessons.exercises import engine as exercises
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,8 @@ data/expected/<notebook>.json, and a run as a learner makes it (default paramete
 answers) in which no solution runs, no answer is filled in and nothing counts as passed.
 
 The exercises themselves are checked from what the notebook's checks recorded (the
-``WORKSHOP_EXERCISES_LOG`` file workshop.lessons.exercises.engine writes): 1 to 3 hints each, no prompt or hint
-that contains the expected value, no binary exercise."""
+``WORKSHOP_EXERCISES_LOG`` file workshop.lessons.exercises.engine writes): 1 to 3 hints each,
+no prompt or hint that contains the expected value, no binary exercise."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import nbformat
 import pytest
 
 from tools.notebook_run import NotebookRun, execute
-from workshop.lessons.exercises import engine as exercises
 from workshop.lessons import exercises as exercise_registry
+from workshop.lessons.exercises import engine as exercises
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))

@@ -16,10 +16,10 @@ import pytest
 from unix_users import as_user, unix_users
 
 from workshop import room
-from workshop.lessons.exercises import engine as exercises
 from workshop.analysis.room import room_progress, room_table
 from workshop.commands import room as room_command
 from workshop.findings.room import room_text
+from workshop.lessons.exercises import engine as exercises
 from workshop.paths import data_path
 from workshop.readers.room import read_room
 

@@ -22,10 +22,10 @@ import pytest
 from unix_users import as_user, unix_users
 
 from workshop import room
-from workshop.lessons.exercises import engine as exercises
 from workshop.analysis.room import room_table
 from workshop.commands import room as room_command
 from workshop.findings.room import room_notes, room_text
+from workshop.lessons.exercises import engine as exercises
 from workshop.readers.room import read_room
 
 NONE_CAN = "none can remove or rename another's"

@@ -44,11 +44,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from workshop.lessons.exercises import engine
 from workshop.lessons.exercises import (
     batch_lr,
     data_vs_model,
     diagnosing,
+    engine,
     first_horovod,
     launching,
     mpi_profiling,
@@ -132,9 +132,9 @@ def recorded(exercise_id: str) -> tuple[Run, ...]:
 
 def exercise(exercise_id: str, answer, *data, worked: bool = False) -> engine.Verdict:
     """Check ``answer`` to ``exercise_id`` against the lesson's ``data``, with the registered
-    tolerances, hints and slips (:func:`workshop.lessons.exercises.engine.check`); with ``worked=True``,
-    check a worked solution instead (:func:`workshop.lessons.exercises.engine.check_solution`, which prints
-    the solution's idea under its value).
+    tolerances, hints and slips (:func:`.engine.check`); with ``worked=True``, check a worked
+    solution instead (:func:`.engine.check_solution`, which prints the solution's idea under its
+    value).
 
     Returns the verdict (truthy when right). Raises KeyError (no such exercise), TypeError
     (not the data it takes) and, in strict mode (CI), ExerciseError for a wrong answer.
