@@ -1,7 +1,7 @@
 """Run a notebook with papermill and measure it: wall time and, when asked, peak memory of the
 kernel.
 
-Memory is the kernel and every process it starts, taken two ways every 50 ms:
+Memory is the kernel and every process it starts, taken two ways every :data:`SAMPLE_S`:
 
 - ``peak_memory_bytes``: the sum of each process's proportional set size (PSS), in which a
   page shared by several processes (torch's libraries, mapped by the kernel and by each Gloo
@@ -12,7 +12,14 @@ Memory is the kernel and every process it starts, taken two ways every 50 ms:
 
 Reading PSS walks each process's page tables (``/proc/PID/smaps_rollup``): with live runs
 under the kernel (ranks that import TensorFlow) that sampling cost more CPU than some of the
-runs (34 CPU-s of lesson 02's live run), so it happens only with ``memory=True``.
+runs (34 CPU-s of lesson 02's live run), so it happens only with ``memory=True``, and twice a
+second: one read of a process that has torch loaded took 12.6 ms of CPU here (50 reads, the
+machine idle), so with notebook 01's five such processes (its kernel, two Gloo workers, two
+IPython Parallel engines) a sample every 50 ms, as this module once took, kept more than half
+a core busy (63 ms of reading per 113 ms), and one every 0.5 s keeps an eighth of one. What a
+twice-a-second sample can miss is a peak shorter than half a second; the budget is about the
+libraries and models that the processes hold for the whole lesson (notebook 01 peaked at
+1,419 and 1,421 MiB sampled either way).
 
 Used by tests/test_notebooks.py, tests/conftest.py, tests/test_notebook_run_dir.py, the book's
 replay (tools/book/replay.py) and benchmarks/notebooks_replay.py.
@@ -33,6 +40,8 @@ import psutil
 # waits for a message that never comes would otherwise wait for ever (one replay of lesson 07
 # did, at its explorer cell, with the kernel idle).
 CELL_TIMEOUT_S = 600
+#: Seconds between two memory samples (the module says why not more often).
+SAMPLE_S = 0.5
 
 
 @dataclass
@@ -70,8 +79,8 @@ def execute(
 ) -> NotebookRun:
     """Execute ``notebook`` into ``output`` with papermill; returns the time and, with
     ``memory=True``, the peaks of this process's children (the kernel and what it starts),
-    sampled every 50 ms. A cell that runs longer than ``cell_timeout_s`` stops the run with an
-    error (papermill's ``execution_timeout``)."""
+    sampled every :data:`SAMPLE_S`. A cell that runs longer than ``cell_timeout_s`` stops the
+    run with an error (papermill's ``execution_timeout``)."""
     import papermill
 
     # The kernel inherits this process's environment: both variables are set for the run and
@@ -91,7 +100,7 @@ def execute(
         while not done.is_set():
             pss, rss = _descendants_memory(me)
             peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
-            time.sleep(0.05)
+            done.wait(SAMPLE_S)
 
     sampler = threading.Thread(target=sample, daemon=True)
     if memory:
