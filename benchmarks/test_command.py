@@ -17,9 +17,11 @@ another (nothing else of ours runs beside them: run it under the CPU lock).
 Where the time goes: each round's pytest also writes a JUnit XML file (``PYTEST_ADDOPTS``
 adds ``--junitxml``), whose per-test times (setup + call + teardown, so a shared fixture's
 start counts in the first test that asks for it) the round keeps as ``durations``: the slowest
-tests, and the totals per test file and per marker (live, notebook, browser; "other" for a test
-with none of them), with each test's markers read from one collection of the clone, untimed,
-after the first round (which installs the test tools).
+tests (and those that took the most CPU: tests/conftest.py keeps each test's CPU seconds, its
+own and those of the processes it waited for, as the JUnit property ``cpu_s``), and the totals
+per test file and per marker (live, notebook, browser; "other" for a test with none of
+them), with each test's markers read from one collection of the clone, untimed, after the
+first round (which installs the test tools).
 The two xdist workers run side by side: the per-test seconds add up to more than the wall time.
 
     flock /tmp/workshop-cpu.lock python benchmarks/test_command.py [--repeats 5] \
@@ -143,47 +145,59 @@ def durations(junit: Path, markers: dict[str, list[str]], top: int = TOP) -> dic
         )  # not collected now: its file as JUnit names it
         ends = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
         outcome = ends[0] if ends else "passed"
-        tests.append((nodeid, float(case.get("time") or 0.0), outcome))
-    files: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    kinds: dict[str, list[float]] = {kind: [0, 0.0] for kind in (*MARKERS, "other")}
-    for nodeid, seconds, _ in tests:
-        total = files[nodeid.split("::")[0]]
-        total[0] += 1
-        total[1] += seconds
-        for kind in kinds_of(nodeid):
-            kinds[kind][0] += 1
-            kinds[kind][1] += seconds
-    slowest = sorted(tests, key=lambda test: -test[1])[:top]
+        cpu = [p.get("value") for p in case.iter("property") if p.get("name") == "cpu_s"]
+        cpu_s = float(cpu[0]) if cpu else 0.0  # tests/conftest.py's cpu_s; 0 in older runs
+        tests.append((nodeid, float(case.get("time") or 0.0), outcome, cpu_s))
+    files: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    kinds: dict[str, list[float]] = {kind: [0, 0.0, 0.0] for kind in (*MARKERS, "other")}
+    for nodeid, seconds, _, cpu_s in tests:
+        for total in (files[nodeid.split("::")[0]], *(kinds[k] for k in kinds_of(nodeid))):
+            total[0] += 1
+            total[1] += seconds
+            total[2] += cpu_s
+
+    def row(nodeid: str, seconds: float, cpu_s: float) -> dict:
+        return {"test": nodeid, "s": round(seconds, 2), "cpu_s": cpu_s,
+                "markers": kinds_of(nodeid)}  # fmt: skip
+
     return {
         "tests": len(tests),
-        "sum_s": round(sum(seconds for _, seconds, _ in tests), 2),
-        "not_passed": sorted(nodeid for nodeid, _, outcome in tests if outcome != "passed"),
-        "top": [
-            {"test": nodeid, "s": round(seconds, 2), "markers": kinds_of(nodeid)}
-            for nodeid, seconds, _ in slowest
-        ],
+        "sum_s": round(sum(test[1] for test in tests), 2),
+        "sum_cpu_s": round(sum(test[3] for test in tests), 2),
+        "not_passed": sorted(test[0] for test in tests if test[2] != "passed"),
+        "top": [row(n, s, c) for n, s, _, c in sorted(tests, key=lambda t: -t[1])[:top]],
+        "top_cpu": [row(n, s, c) for n, s, _, c in sorted(tests, key=lambda t: -t[3])[:top]],
         "per_file": [
-            {"file": name, "tests": count, "s": round(seconds, 2)}
-            for name, (count, seconds) in sorted(files.items(), key=lambda f: -f[1][1])
+            {"file": name, "tests": count, "s": round(seconds, 2), "cpu_s": round(cpu_s, 2)}
+            for name, (count, seconds, cpu_s) in sorted(files.items(), key=lambda f: -f[1][1])
         ],
         "per_marker": {
-            kind: {"tests": count, "s": round(seconds, 2)}
-            for kind, (count, seconds) in kinds.items()
+            kind: {"tests": count, "s": round(seconds, 2), "cpu_s": round(cpu_s, 2)}
+            for kind, (count, seconds, cpu_s) in kinds.items()
         },
     }
 
 
 def print_durations(found: dict, top: int = 25, files: int = 25) -> None:
     """The slowest tests and files, and the totals per marker, one line each."""
-    print(f"{found['tests']} tests, {found['sum_s']:.0f} s in all (both workers' seconds)")
+    print(
+        f"{found['tests']} tests, {found['sum_s']:.0f} s in all (both workers' seconds), "
+        f"{found.get('sum_cpu_s', 0):.0f} CPU-s"
+    )
     for kind, total in found["per_marker"].items():
-        print(f"  {kind}: {total['tests']} tests, {total['s']:.0f} s")
-    print(f"slowest {top} tests:")
-    for row in found["top"][:top]:
-        print(f"  {row['s']:7.1f} s  {row['test']}  {','.join(row['markers'])}")
-    print(f"slowest {files} files:")
+        cpu_s = total.get("cpu_s", 0)
+        print(f"  {kind}: {total['tests']} tests, {total['s']:.0f} s, {cpu_s:.0f} CPU-s")
+    for key, what in (("top", "slowest"), ("top_cpu", "most CPU")):
+        print(f"{what}: {top} tests (wall s, CPU-s):")
+        for row in found.get(key, [])[:top]:
+            print(
+                f"  {row['s']:7.1f} {row.get('cpu_s', 0):7.1f}  {row['test']}  "
+                f"{','.join(row['markers'])}"
+            )
+    print(f"slowest {files} files (wall s, CPU-s):")
     for row in found["per_file"][:files]:
-        print(f"  {row['s']:7.1f} s  {row['tests']:4d} tests  {row['file']}")
+        cpu_s = row.get("cpu_s", 0)
+        print(f"  {row['s']:7.1f} {cpu_s:7.1f}  {row['tests']:4d} tests  {row['file']}")
     if found["not_passed"]:
         print(f"not passed: {', '.join(found['not_passed'])}")
 

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import pickle
+import resource
 import shutil
 import stat
 import subprocess
@@ -205,6 +206,35 @@ def pytest_collection_modifyitems(config, items):
             group_rank[group] = max(group_rank.get(group, ALONE), rank[item])
     # stable: collection order within a rank (a module's tests stay in their order)
     items.sort(key=lambda item: group_rank[groups[item]] if groups[item] else rank[item])
+
+
+# Each test's CPU seconds, beside pytest's wall seconds in the JUnit XML (the property
+# ``cpu_s``, which benchmarks/test_command.py sums): this process's and those of the processes
+# it waited for, from the start of the test's setup to the end of its teardown. A shared
+# fixture counts in the first test that asks for it; processes nobody waits for (the emulated
+# cluster's ranks, started by its sshd) are not in it.
+_CPU_AT_SETUP = pytest.StashKey[float]()
+
+
+def _cpu_s() -> float:
+    own, waited = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_CPU_AT_SETUP] = _cpu_s()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "teardown" and _CPU_AT_SETUP in item.stash:
+        report.user_properties.append(("cpu_s", round(_cpu_s() - item.stash[_CPU_AT_SETUP], 2)))
 
 
 @contextlib.contextmanager
