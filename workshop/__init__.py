@@ -45,7 +45,7 @@ SUBPACKAGES = (
 #: Lesson machinery a notebook reaches from the top (``wk.exercises.solution_hidden``,
 #: ``wk.results.save``), and the module each name is.
 MODULES = {
-    "exercises": "workshop.lessons.exercises",
+    "exercises": "workshop.lessons.exercises.engine",
     "results": "workshop.lessons.results",
 }
 #: The facade's own names, and the module each comes from.
