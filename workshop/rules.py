@@ -14,7 +14,8 @@ cheaply.
   (:func:`run_queue_wait_s`).
 * Horovod 0.28.1's defaults and per-cycle traffic that the glossary and the lessons state
   (:data:`FUSION_THRESHOLD_DEFAULT_BYTES`, :data:`CYCLE_TIME_DEFAULT_MS`,
-  :data:`NEGOTIATION_ALLREDUCES_PER_CYCLE`, :func:`glossary_facts`).
+  :data:`NEGOTIATION_ALLREDUCES_PER_CYCLE`, :data:`CACHED_RESPONSES_PER_WORD`,
+  :func:`glossary_facts`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ LR_SCALINGS = ("none", "linear", "sqrt")
 HOROVOD_VERSION = "0.28.1"
 #: ``HOROVOD_FUSION_THRESHOLD``: 128 MiB by default since Horovod 0.21 (64 MiB before).
 FUSION_THRESHOLD_DEFAULT_BYTES = 128 * 1024 * 1024
-#: ``HOROVOD_CYCLE_TIME``: a background cycle starts at most every 1 ms by default.
+#: ``HOROVOD_CYCLE_TIME``: a background cycle starts at most every 1 ms by default
+#: (operations.cc:527, ``SetCycleTimeMs(1)``); 5 ms before 0.21 (CHANGELOG, v0.21.0, PR #2468).
 CYCLE_TIME_DEFAULT_MS = 1.0
+#: The cycle time's default before Horovod 0.21 (the same change made the fusion threshold
+#: 128 MiB): material written for older releases says 5 ms.
+CYCLE_TIME_DEFAULT_BEFORE_0_21_MS = 5.0
 #: ``HOROVOD_CACHE_CAPACITY``: the response cache holds 1024 responses by default.
 CACHE_CAPACITY_DEFAULT = 1024
 #: With the response cache on, each background cycle starts with ONE MPI allreduce of the
@@ -36,9 +41,30 @@ CACHE_CAPACITY_DEFAULT = 1024
 #: OR) only when a cached entry became invalid; tensors not cached yet then go to rank 0 by
 #: MPI_Gather/Gatherv and the responses come back by MPI_Bcast (mpi_controller.cc).
 NEGOTIATION_ALLREDUCES_PER_CYCLE = 1
-#: The bit vector: 64-bit words for 4 status bits plus one bit per cached response, so 8 bytes
-#: while at most 60 responses are cached (twice as many words with the timeline on).
+#: The bit vector's reserved status bits: ``#define NUM_STATUS_BITS 3`` (response_cache.h:29;
+#: shut down, uncached in queue, invalid in queue).
+CACHE_STATUS_BITS = 3
+#: The bit vector: 64-bit words for the 3 status bits plus one bit per cached response
+#: (CacheCoordinator::sync, response_cache.cc:382-383), so one word of 8 bytes while at most
+#: 64 - 3 = 61 responses are cached; twice as many words with the timeline on (a second half
+#: marks the timeline's negotiations, response_cache.cc:388-390).
 NEGOTIATION_ALLREDUCE_BYTES = 8
+#: The cached responses one 8-byte word holds beside the status bits: 61.
+CACHED_RESPONSES_PER_WORD = 8 * NEGOTIATION_ALLREDUCE_BYTES - CACHE_STATUS_BITS
+
+
+def negotiation_bitvector_bytes(cached: int, *, timeline: bool = False) -> int:
+    """Bytes of the bit vector each cycle's negotiation allreduces with ``cached`` responses in
+    the cache: whole 64-bit words for the status bits and one bit per response, twice as many
+    words with the timeline on (Horovod 0.28.1, response_cache.cc:382-390).
+
+    >>> negotiation_bitvector_bytes(61), negotiation_bitvector_bytes(62)
+    (8, 16)
+    >>> negotiation_bitvector_bytes(161), negotiation_bitvector_bytes(161, timeline=True)
+    (24, 48)
+    """
+    words = math.ceil((cached + CACHE_STATUS_BITS) / 64)
+    return 8 * words * (2 if timeline else 1)
 
 
 def glossary_facts() -> dict[str, str]:
@@ -50,6 +76,9 @@ def glossary_facts() -> dict[str, str]:
         "0.21)",
         "cycle time": f"({CYCLE_TIME_DEFAULT_MS:g} ms by default in Horovod {HOROVOD_VERSION}",
         "negotiation": f"one {NEGOTIATION_ALLREDUCE_BYTES}-byte MPI allreduce per cycle",
+        "cached responses": f"(one 64-bit word for {CACHE_STATUS_BITS} status bits and at most "
+        f"{CACHED_RESPONSES_PER_WORD} cached responses",
+        "cycle time before 0.21": f"{CYCLE_TIME_DEFAULT_BEFORE_0_21_MS:g} ms before Horovod 0.21",
     }
 
 

@@ -1,0 +1,143 @@
+"""A claim is a test (issue 59): sentences of lessons 01-03 and 05-08, the glossary and
+workshop.rules that state a number, a comparison or Horovod's behaviour, each checked against
+the data or the source line it rests on; each test also shows that the old text fails it.
+
+Horovod's lines are those of its 0.28.1 release (docs/sources.md lists the files).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import workshop as wk
+from workshop import rules
+from workshop.findings import scaling_lesson
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+
+
+def cell(lesson: str, cell_id: str) -> str:
+    """The source of one cell of notebook ``lesson`` (its file name's start), by id."""
+    path = next(NOTEBOOKS.glob(f"{lesson}-*.ipynb"))
+    for c in json.loads(path.read_text())["cells"]:
+        if c.get("id") == cell_id:
+            return "".join(c["source"])
+    raise KeyError(f"{path.name}: no cell {cell_id!r}")
+
+
+def caption(lesson: str, cell_id: str) -> str:
+    path = next(NOTEBOOKS.glob(f"{lesson}-*.ipynb"))
+    for c in json.loads(path.read_text())["cells"]:
+        if c.get("id") == cell_id:
+            return c["metadata"]["caption"]
+    raise KeyError(f"{path.name}: no cell {cell_id!r}")
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parameters(dataset: str) -> int:
+    """The parameters of the network ``workshop run`` trains on ``dataset`` (PyTorch)."""
+    torch_train = pytest.importorskip("workshop.train.torch_train")
+    return sum(p.numel() for p in torch_train.build_model(dataset).parameters())
+
+
+# --- Horovod's source: the response cache's bit vector, the cycle time's default ----------
+
+
+def test_the_bit_vector_holds_61_cached_responses_beside_3_status_bits():
+    # response_cache.h:29 `#define NUM_STATUS_BITS 3`; one 64-bit word: 64 - 3 = 61
+    assert rules.CACHE_STATUS_BITS == 3
+    assert rules.CACHED_RESPONSES_PER_WORD == 61
+    assert rules.negotiation_bitvector_bytes(61) == 8
+    assert rules.negotiation_bitvector_bytes(62) == 16
+    # a timeline doubles the words (response_cache.cc:388-390)
+    assert rules.negotiation_bitvector_bytes(61, timeline=True) == 16
+
+
+def test_the_glossary_says_61_not_60():
+    glossary = flat((REPO / "docs" / "glossary.md").read_text())
+    fact = rules.glossary_facts()["cached responses"]
+    assert fact in glossary
+    old = "their bit vectors of cached responses (one 64-bit word while at most 60 are cached)"
+    assert fact not in old and "at most 60" not in glossary
+
+
+def test_the_cycle_times_older_default_is_stated_beside_the_new_one():
+    # CHANGELOG v0.21.0: "Changed default cycle time from 5ms to 1ms ... (#2468)"
+    glossary = flat((REPO / "docs" / "glossary.md").read_text())
+    assert rules.glossary_facts()["cycle time before 0.21"] in glossary
+    lesson08 = flat(cell("08", "099a271d"))
+    assert "Before Horovod 0.21 the default was 5 ms" in lesson08 and "#2468" in lesson08
+    ratio = rules.CYCLE_TIME_DEFAULT_BEFORE_0_21_MS / rules.CYCLE_TIME_DEFAULT_MS
+    assert f"{'five' if ratio == 5 else ratio} times too many" in lesson08
+
+
+def test_lesson_08s_8_bytes_per_cycle_names_its_limits():
+    text = flat(cell("08", "099a271d"))
+    resnet50_tensors = 161  # 53 convolutions, 53 batch norms x 2, the last layer's 2
+    assert 53 + 53 * 2 + 2 == resnet50_tensors and f"has {resnet50_tensors}:" in flat(
+        cell("08", "099a271d")
+    )
+    bytes_plain = rules.negotiation_bitvector_bytes(resnet50_tensors)
+    bytes_timeline = rules.negotiation_bitvector_bytes(resnet50_tensors, timeline=True)
+    assert (
+        f"for up to {rules.CACHED_RESPONSES_PER_WORD} cached tensors and without a timeline"
+        in text
+    )
+    assert (
+        f"{resnet50_tensors} tensors make it {bytes_plain} bytes, {bytes_timeline} with a" in text
+    )
+    old = "one bit-vector `MPI_Allreduce` of 8 bytes per cycle while the response cache answers."
+    assert "for up to" not in old
+
+
+# --- lesson 06: the networks' sizes and a link's time --------------------------------------
+
+
+def test_lesson_06_states_the_cifar10_networks_parameters_in_millions():
+    n = parameters("cifar10")
+    assert n == 1_116_970  # data/sweeps/scaling-cpu/README.md says the same
+    text = cell("06", "6fe14daf")
+    assert f"({n / 1e6:.2f} million parameters, so {4 * n / 1e6:.1f} MB of gradients" in text
+    assert f"{n / 2**20:.2f} million" == "1.07 million"  # the old text: units of 2^20
+
+
+@pytest.mark.parametrize(("lesson", "cell_id"), [("06", "684e752d"), ("08", "a6529521")])
+def test_a_ring_of_two_sends_the_mnist_gradient_in_25_7_ms_at_100_mbit(lesson, cell_id):
+    gradient_bytes = 4 * parameters("mnist")
+    assert gradient_bytes == 320_808
+    ms = 1e3 * gradient_bytes * 8 / 100e6
+    text = flat(cell(lesson, cell_id))
+    assert f"{ms:.1f} ms at the link's rate" in text
+    # 27 ms only with the TCP payload share of each frame (1448 of 1514 bytes, lesson 06)
+    assert round(ms * 1514 / 1448) == 27 and "about 27 ms" in text
+    assert "takes about 27 ms at 100 Mbit/s" not in text
+
+
+def test_lesson_06s_first_epoch_caption_holds_against_the_alcf_logs():
+    seeds = wk.open_run("seeds")
+    extra = wk.analysis.first_epoch_overhead(scaling_lesson.alcf_epochs(seeds)).set_index("np")
+    extra = extra.first_epoch_overhead_s
+    text = caption("06", "39a1a3f4")
+    # "about 2 s at 1 GPU and about 22 s at 2 and at 4 GPUs": 2.31, 22.17, 21.86 s
+    assert f"about {extra[1]:.0f} s at 1 GPU" in text
+    assert f"about {(extra[2] + extra[4]) / 2:.0f} s at 2 and at 4 GPUs" in text
+    # "does not grow from 2 to 4 GPUs": within 5 %, and smaller at 4 than at 2
+    assert "does not grow from 2 to 4 GPUs" in text and extra[4] <= extra[2] * 1.05
+    assert "grows with the GPU count" not in text  # the old caption, which these numbers refute
+    assert not extra[4] > extra[2] * 1.05
+
+
+def test_lesson_06_dates_the_timeline_documentations_hierarchical_steps():
+    text = flat(cell("06", "cf698d47"))
+    # seed 002 (Horovod's timeline documentation, older): NCCL_REDUCE ... NCCL_BCAST;
+    # 0.28.1: ncclReduceScatter (nccl_operations.cc:449) ... ncclAllGather (:525)
+    assert "lists an older sequence" in text
+    assert "`NCCL_REDUCESCATTER` and `NCCL_ALLGATHER`" in text
+    assert "ncclReduceScatter` at 449" in text and "ncclAllGather` at 525" in text
