@@ -7,6 +7,7 @@ Horovod's lines are those of its 0.28.1 release (docs/sources.md lists the files
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 import workshop as wk
 from workshop import rules
 from workshop.findings import scaling_lesson
+from workshop.lessons.exercises import FINDINGS
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -141,3 +143,66 @@ def test_lesson_06_dates_the_timeline_documentations_hierarchical_steps():
     assert "lists an older sequence" in text
     assert "`NCCL_REDUCESCATTER` and `NCCL_ALLGATHER`" in text
     assert "ncclReduceScatter` at 449" in text and "ncclAllGather` at 525" in text
+
+
+# --- lesson 03: the first epoch, and a finding that was never shown ------------------------
+
+
+def alcf_extra_s() -> dict[int, float]:
+    seeds = wk.open_run("seeds")
+    extra = wk.analysis.first_epoch_overhead(scaling_lesson.alcf_epochs(seeds))
+    return extra.set_index("np").first_epoch_overhead_s.to_dict()
+
+
+def test_lesson_03_cites_the_alcf_control_with_its_numbers():
+    extra = alcf_extra_s()
+    text = flat(cell("03", "bb8a4881"))
+    assert f"on 1 GPU the first epoch costs about {extra[1]:.0f} s more" in text
+    assert f"on 2 and on 4 GPUs about {(extra[2] + extra[4]) / 2:.0f} s more" in text
+    assert f"The extra {(extra[2] + extra[4]) / 2 - extra[1]:.0f} s appear" in text
+    assert "evidence" in text and "not proof" in text
+    # the old text: "PyTorch ... has little to prepare" beside a PyTorch first epoch 1.95x
+    assert "has little to prepare" not in text
+
+
+def test_lesson_03s_first_epoch_finding_names_the_pytorch_run_with_one_rank():
+    said = FINDINGS["03.first-epoch"].text(wk.open_run(wk.data_path("runs")))
+    # torch-mnist-gloo-np1: 0.586 s against a median 0.301 s of epochs 2-3 (1.95x)
+    assert "torch-mnist-gloo-np1 pays the most" in said and "(**1.95x**)" in said
+    assert "`horovod/torch/optimizer.py:105`" in said
+
+
+def silent_findings(source: str) -> list[int]:
+    """Lines of a code cell where ``wk.finding(...)`` is a statement that is not the cell's
+    last: inside an ``if``/``else`` or before another statement, its prose is never shown."""
+    code = "\n".join(
+        line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))
+    )
+    tree = ast.parse(code)
+    last = tree.body[-1] if tree.body else None
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "attr", "") == "finding"
+        and node is not last
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb")), ids=lambda p: p.stem
+)
+def test_every_finding_a_cell_computes_is_shown(path):
+    cells = json.loads(path.read_text())["cells"]
+    silent = {
+        c["id"]: silent_findings("".join(c["source"])) for c in cells if c["cell_type"] == "code"
+    }
+    assert not {k: v for k, v in silent.items() if v}, f"{path.name}: findings never displayed"
+
+
+def test_the_failed_run_demo_of_old_displayed_nothing():
+    old = 'if LIVE:\n    pass\nelse:\n    wk.finding("03.killed", wk.open_run(KILLED))\n'
+    assert silent_findings(old) == [4]
+    assert silent_findings(old.replace("wk.finding(", "display(wk.finding(") + ")") == []
+    assert 'display(wk.finding("03.killed"' in cell("03", "f49a0a49")

@@ -13,6 +13,7 @@ import pandas as pd
 from workshop.analysis.parallelism import (
     LITERATURE,
     VALUE_BYTES,
+    compare_runs,
     crossover_bytes,
     max_param_diff,
     pipeline_bubble_fraction,
@@ -45,13 +46,19 @@ def same_update(single: dict, other: dict, label: str) -> str:
     diff = max_param_diff(single["params"], other["params"])
     moved = max_param_diff(single["initial"], single["params"])
     verdict = "the same update" if diff < SAME_PARAMS else "**not** the same update"
+    rounding = "bit for bit" if diff == 0 else "to float32 rounding"
     text = (
         f"Training moved the parameters by up to {moved:.3g}; {label} and one process differ "
-        f"by at most **{diff:.2g}**: {verdict}, to float32 rounding."
+        f"by at most **{_diff(diff)}**: {verdict}, {rounding}."
     )
     if "rank_max_diff" in other:
         text += f" The replicas differ from each other by {other['rank_max_diff']:.2g}."
     return text
+
+
+def _diff(value: float) -> str:
+    """A parameter difference: 0 says so (bit for bit), anything else in 2 significant digits."""
+    return "0" if value == 0 else f"{value:.2g}"
 
 
 def idle_shares(result: dict, stages: int, microbatches: int) -> str:
@@ -73,12 +80,21 @@ def _spread(events: pd.DataFrame) -> tuple[float, float, float]:
 
 def model_parallel_speed(single: dict, model_parallel: dict, stages: int) -> str:
     """Model parallel (one micro-batch) against one process, with the spread of their step
-    times: a difference inside the spread is called noise, one outside it is not."""
+    times: a difference inside the spread is called noise, one outside it is not. The span of
+    one step (first start to last end, :func:`step_times`) is named apart from the table's
+    time between finished steps (:func:`compare_runs`): they measure different things."""
     one, split = _spread(single["events"]), _spread(model_parallel["events"])
     ratio = one[0] / split[0]
     overlap = split[1] <= one[2] and one[1] <= split[2]
+    table = compare_runs({"single": single["events"], "split": model_parallel["events"]})
+    between = table.set_index("run").step_s
     head = (
-        f"One process: median step {_ms(one[0])} (steps from {_ms(one[1])} to {_ms(one[2])}); "
+        f"The table above divides the steady window by the steps: the time **between two "
+        f"finished steps**, {_ms(between['single'])} for one process and "
+        f"{_ms(between['split'])} for model parallel ({table.speedup.iloc[1]:.2f}x). Here each "
+        "step's **span**, from its first start to its last end on any process (the spans of "
+        "a pipeline's steps overlap, so they can be longer than the time between them): "
+        f"one process: median {_ms(one[0])} (steps from {_ms(one[1])} to {_ms(one[2])}); "
         f"model parallel on {stages} processes: {_ms(split[0])} ({_ms(split[1])} to "
         f"{_ms(split[2])}), **{ratio:.2f}x** the single process's speed."
     )
@@ -193,15 +209,32 @@ def collectives(rows: list[dict]) -> str:
 
 
 def summary(single: dict, dp: dict, mp1: dict, mpm: dict, stages: int, microbatches: int) -> str:
-    """The lesson's measured results in three lines."""
-    mp_diff = max(max_param_diff(single["params"], r["params"]) for r in (mp1, mpm))
-    dp_diff = max_param_diff(single["params"], dp["params"])
+    """The lesson's measured results in two lines: how far each split's parameters are
+    from one process's, and whether the micro-batches lowered the measured idle share."""
+    mp1_diff, mpm_diff, dp_diff = (
+        max_param_diff(single["params"], r["params"]) for r in (mp1, mpm, dp)
+    )
     idle1 = stage_utilisation(mp1["events"])["idle_fraction"].mean()
     idlem = stage_utilisation(mpm["events"])["idle_fraction"].mean()
+    trend = (
+        "lower with the micro-batches"
+        if idlem < idle1
+        else "**not** lower with the micro-batches: here their extra hand-overs cost more "
+        "than the bubble they fill"
+    )
     return (
-        f"- Parameters after training, against one process: data parallel {dp_diff:.2g}, "
-        f"model parallel {mp_diff:.2g}.\n"
+        f"- Parameters after training, largest difference from one process: data parallel "
+        f"{_diff(dp_diff)}, model parallel {_diff(mp1_diff)} with one micro-batch and "
+        f"{_diff(mpm_diff)} with {microbatches}"
+        + (
+            " (its gradients are summed over the micro-batches, in another order than one "
+            "batch's: float32 rounding)"
+            if mpm_diff
+            else ""
+        )
+        + ".\n"
         f"- Mean idle share of the {stages} stages: {idle1:.0%} with one micro-batch "
         f"(perfect: {pipeline_bubble_fraction(stages, 1):.0%}), {idlem:.0%} with "
-        f"{microbatches} (perfect: {pipeline_bubble_fraction(stages, microbatches):.0%})."
+        f"{microbatches} (perfect: {pipeline_bubble_fraction(stages, microbatches):.0%}): "
+        f"{trend}."
     )
