@@ -36,11 +36,20 @@ import os
 from workshop.check.observe import Recorder, row_digests
 
 
+def _dense(tensor):
+    """A detached CPU dense tensor (a sparse gradient, ``nn.Embedding(sparse=True)``'s, summed
+    over its duplicate indices)."""
+    tensor = tensor.detach()
+    if tensor.is_sparse:
+        tensor = tensor.coalesce().to_dense()
+    return tensor.to("cpu")
+
+
 def _tensor_array(tensor):
     """A detached CPU numpy view of a tensor (bfloat16 as its raw 16-bit words)."""
     import torch
 
-    tensor = tensor.detach().to("cpu").contiguous()
+    tensor = _dense(tensor).contiguous()
     if tensor.dtype == torch.bfloat16:
         tensor = tensor.view(torch.int16)
     return tensor.numpy()
@@ -52,6 +61,29 @@ def _fingerprint(tensor) -> list:
     if tensor is None:
         return ["none", 0.0]
     return array_fingerprint(_tensor_array(tensor))
+
+
+_DIRECTIONS: dict[int, object] = {}
+
+
+def projection(tensor) -> list | None:
+    """``[sum, dot, bound]`` of a gradient in float64: the sum of its elements and its dot
+    product with a fixed random direction (the same on every rank: seeded by the size), both
+    linear, so the projection of the ranks' mean gradient is the mean of their projections;
+    ``bound`` (the sum of ``|g| * (1 + |direction|)``) scales the rounding error a comparison
+    allows. None for no gradient."""
+    import torch
+
+    if tensor is None:
+        return None
+    flat = _dense(tensor).to(torch.float64).reshape(-1)
+    size = flat.numel()
+    direction = _DIRECTIONS.get(size)
+    if direction is None:
+        generator = torch.Generator().manual_seed(size)
+        direction = _DIRECTIONS[size] = torch.randn(size, generator=generator, dtype=torch.float64)
+    bound = flat.abs() @ (1 + direction.abs())
+    return [float(flat.sum()), float(flat @ direction), float(bound)]
 
 
 def _params(optimizer) -> list:
@@ -96,7 +128,13 @@ def install_torch(recorder: Recorder, torch) -> None:
 
     def after_step(optimizer):
         lr, params = state.pop("pending", ([], None))
-        recorder.step(lr, [_fingerprint(p.grad) for p in _params(optimizer)], params)
+        found = _params(optimizer)
+        with recorder.lock:
+            local, recorder.local = recorder.local, {}
+        recorder.step(
+            lr, [_fingerprint(p.grad) for p in found], params,
+            [local.get(id(p)) for p in found], [projection(p.grad) for p in found],
+        )  # fmt: skip
 
     def step_pre(optimizer, args, kwargs):
         state["step_depth"] += 1
@@ -130,6 +168,8 @@ def install_torch(recorder: Recorder, torch) -> None:
             return
         state["forward_depth"] = max(0, state["forward_depth"] - 1)
 
+    _watch_local_gradients(recorder, optim_module.Optimizer)
+    _watch_clips(recorder, torch)
     optim_module.register_optimizer_step_pre_hook(step_pre)
     optim_module.register_optimizer_step_post_hook(step_post)
     nn_module.register_module_forward_pre_hook(forward_pre)
@@ -184,6 +224,64 @@ def install_torch(recorder: Recorder, torch) -> None:
     torch.save = save
     torch.serialization.save = save
 
+    if torch.distributed.is_available():
+        from workshop.check.hooks_ddp import install_ddp
+
+        install_ddp(recorder, torch, _fingerprint)
+
+
+def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> None:
+    """Each parameter an optimizer takes gets a post-accumulate-grad hook: it sees the gradient
+    backward left in ``.grad`` before any reduction. Torch runs these hooks inside
+    ``AccumulateGrad`` before the node's post hooks (torch 2.14
+    ``torch/csrc/autograd/functions/accumulate_grad.cpp``), and both Horovod's
+    ``DistributedOptimizer`` (``grad_acc.register_hook``, horovod/torch/optimizer.py) and DDP's
+    reducer (``add_post_hook``, reducer.cpp) start their reduction from such a post hook; a
+    2-rank DDP run confirmed it (the hook saw each rank's own gradient, with and without
+    ``gradient_as_bucket_view``)."""
+    import weakref
+
+    hooked = weakref.WeakSet()
+    original = optimizer_cls.add_param_group
+
+    def local(param):
+        if not recorder.muted and not recorder.probe:
+            value = projection(param.grad)
+            with recorder.lock:
+                recorder.local[id(param)] = value
+
+    def hook(param):
+        recorder.safely("local gradient", local, param)
+
+    @functools.wraps(original)
+    def add_param_group(self, param_group):
+        result = original(self, param_group)
+        for param in self.param_groups[-1]["params"]:
+            if param.requires_grad and param not in hooked:
+                hooked.add(param)
+                param.register_post_accumulate_grad_hook(hook)
+        return result
+
+    optimizer_cls.add_param_group = add_param_group
+
+
+def _watch_clips(recorder: Recorder, torch) -> None:
+    """``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_``: the script's line, and whether
+    a reduction of the gradients was in flight (Horovod reduces in the background from
+    backward until ``synchronize()``)."""
+    from torch.nn.utils import clip_grad
+
+    for name in ("clip_grad_norm_", "clip_grad_value_"):
+        original = getattr(clip_grad, name)
+
+        def clip(*args, _original=original, _name=name, **kwargs):
+            recorder.safely("clip", recorder.clipped, _name, recorder.where())
+            return _original(*args, **kwargs)
+
+        functools.update_wrapper(clip, original)
+        setattr(clip_grad, name, clip)
+        setattr(torch.nn.utils, name, clip)
+
 
 # (private function, Horovod's op, index of the name argument, index of the output argument)
 _COLLECTIVES = (
@@ -202,6 +300,8 @@ def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
     """Count the tensors Horovod allreduces and broadcasts; keep each collective in flight
     (with the script line that submitted it) until ``synchronize`` returns."""
     recorder.imported("torch")
+    ops = {getattr(mpi_ops, op): op for op in ("Average", "Sum", "Adasum", "Min", "Max", "Product")
+           if hasattr(mpi_ops, op)}  # fmt: skip
     counts = {
         "_allreduce_async": (lambda args: 1, recorder.allreduced),
         "_grouped_allreduce_async": (lambda args: len(args[0]), recorder.allreduced),
@@ -224,6 +324,9 @@ def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
 
         def observe(args, handle):
             name = args[name_at] if len(args) > name_at else None
+            if function in counts and function != "_broadcast_async" and len(args) > 3:
+                recorder.reduced_with(ops.get(args[3], str(args[3])), recorder.where(),
+                                      recorder.via())  # fmt: skip
             recorder.submitted(handle, op, name, recorder.where(), recorder.via())
             if output_at is not None and recorder.wants_params():
                 recorder.broadcast_outputs.append(args[output_at])

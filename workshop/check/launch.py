@@ -1,4 +1,5 @@
-"""Run a learner's script under horovodrun with the observing runner, and judge it."""
+"""Run a learner's script under horovodrun (Horovod) or torchrun (PyTorch DDP) with the
+observing runner, and judge it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workshop.check.failures import crash_report
+from workshop.check.launchers import TAKES, script_launcher, torchrun_command
 from workshop.check.practices.broadcast import broadcast_before_crash
 from workshop.check.practices.init import check_init
 from workshop.check.report import Report
@@ -54,12 +56,17 @@ def find_horovodrun() -> str:
         raise CheckError(str(exc)) from None
 
 
-def rank_command(horovodrun: str, np: int, out: Path, script: Path, args, probe: bool) -> list:
-    """The horovodrun command that runs ``script`` under the observing runner on every rank."""
+def rank_command(
+    horovodrun: str | None, np: int, out: Path, script: Path, args, probe: bool
+) -> list:
+    """The horovodrun command (torchrun's when ``horovodrun`` is None: a DDP script) that runs
+    ``script`` under the observing runner on every rank."""
     # -P: the working directory must not shadow modules (the script's folder goes first).
     runner = [sys.executable, "-P", "-m", "workshop.check.runner", "--out", str(out)]
     if probe:
         runner.append("--probe")
+    if horovodrun is None:
+        return torchrun_command(np, [*runner, str(script), *args])
     return horovodrun_command(np, [*runner, str(script), *args], program=horovodrun)
 
 
@@ -249,13 +256,19 @@ def check_script(
     script = Path(path)
     _check_arguments(script, np, framework, timeout_s)
     say = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
-    horovodrun = find_horovodrun()
+    launcher = script_launcher(script)
+    horovodrun = None if launcher == "ddp" else find_horovodrun()
     script = script.resolve()
     env = os.environ | rank_env(np)
+    # Not TORCH_DISTRIBUTED_DEBUG=DETAIL for DDP scripts: with torch 2.14 and Gloo on this CPU
+    # a correct 2-rank DDP script ends in SIGSEGV on both ranks under it (plain torchrun too).
+    if launcher is None:
+        say(f"workshop check: {script.name} uses neither Horovod nor torch.distributed; {TAKES}")
+    how = "torchrun, Gloo" if launcher == "ddp" else "horovodrun --gloo"
     workdir = Path(tempfile.mkdtemp(prefix="workshop-check-"))
     start = time.monotonic()
     say(
-        f"workshop check: running {script.name} on {np} ranks (horovodrun --gloo, CPU)"
+        f"workshop check: running {script.name} on {np} ranks ({how}, CPU)"
         + (" and once alone for the base learning rate" if base_run else "")
         + "..."
     )

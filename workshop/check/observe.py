@@ -10,7 +10,10 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
   "size"}`` (framework: ``torch`` or ``tensorflow``, from the Horovod library that was started);
 - ``horovod_imported``: the Horovod framework modules the script imported;
 - ``steps``: one entry per optimizer step, in order: ``lr`` (one value per parameter group),
-  ``grads`` (``[hash, norm]`` of each applied gradient), ``allreduces`` and ``broadcasts``
+  ``grads`` (``[hash, norm]`` of each applied gradient), ``local`` and ``applied`` (PyTorch:
+  :func:`workshop.check.hooks_torch.projection` of each parameter's own gradient, as backward
+  left it before any reduction, and of the gradient the step applied; None where a parameter
+  had none), ``allreduces`` and ``broadcasts``
   (tensors reduced / broadcast by Horovod so far), and for the first two steps only
   ``params`` (``[hash, norm]`` of each parameter right before the step) and ``covered`` (how
   many of those parameters hold a value that came out of a Horovod broadcast: rank 0's);
@@ -47,6 +50,13 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
   "traceback", "time"}``), ``left`` (``{"time"}`` when the script ended, and ``"frame"``,
   ``[file, line, code]`` of the script's ``sys.exit``) and ``seconds`` (from the process
   start to the end of the script);
+- ``clips``: each call of ``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_``:
+  ``{"how", "where", "step", "reducing"}`` (the step it came before, and how many gradient
+  reductions were still in flight: a clip of gradients Horovod is reducing in the background);
+- ``reduce_ops``: the reduction of each allreduce the script caused, ``{op: {"count",
+  "where", "via"}}`` (``Average``, ``Sum``, ...; the first line that submitted one);
+- ``ddp``: PyTorch DDP models built (``{"where", "find_unused_parameters", "params"}``), and
+  ``dist_collectives``: ``torch.distributed`` collectives the script called itself, per op;
 - ``hook_errors``: observations that failed (the script itself was not disturbed).
 """
 
@@ -65,6 +75,9 @@ from pathlib import Path
 PARAM_STEPS = 2
 DIGEST_BYTES = 8
 MAX_DATA_SIZES = 20
+MAX_RECORDS = 50
+# Collectives that reduce gradients (a sparse gradient is allgathered).
+_REDUCING = ("allreduce", "grouped_allreduce", "allgather", "DDP gradients")
 
 
 def digest(data: bytes | memoryview) -> str:
@@ -147,6 +160,12 @@ class Recorder:
         self.broadcast_outputs: list = []
         self.object_broadcasts = 0
         self.apis: list[str] = []
+        # This step's gradients as backward left them (parameter id -> projection).
+        self.local: dict[int, list] = {}
+        self.clips: list[dict] = []
+        self.reduce_ops: dict[str, dict] = {}
+        self.ddp: list[dict] = []
+        self.dist_collectives: dict[str, int] = {}
         # Collectives submitted and not yet completed: key -> {"op", "name", "where", "at"}.
         self.in_flight: dict = {}
         self.collectives_done = 0
@@ -276,8 +295,16 @@ class Recorder:
         tmp.write_text(json.dumps(self.progress()) + "\n")
         tmp.replace(path)
 
-    def step(self, lr: list[float], grads: list[list], params: list[list] | None) -> None:
-        """One optimizer step: its learning rates, applied gradients and (early) parameters."""
+    def step(
+        self,
+        lr: list[float],
+        grads: list[list],
+        params: list[list] | None,
+        local: list | None = None,
+        applied: list | None = None,
+    ) -> None:
+        """One optimizer step: its learning rates, applied gradients (and their projections,
+        beside those of the ranks' own gradients) and (early) parameters."""
         with self.lock:
             entry = {
                 "lr": [float(value) for value in lr],
@@ -285,6 +312,8 @@ class Recorder:
                 "allreduces": self.allreduces,
                 "broadcasts": self.broadcasts,
             }
+            if local is not None:
+                entry["local"], entry["applied"] = local, applied
             if params is not None and len(self.steps) < PARAM_STEPS:
                 entry["params"] = params
                 entry["covered"] = sum(1 for p in params if p[0] in self.broadcast_values)
@@ -293,6 +322,24 @@ class Recorder:
                 # The np=1 run only needs the learning rate of the first step.
                 self.write("ok", 0)
                 os._exit(0)
+
+    def clipped(self, how: str, where: tuple[str, int] | None) -> None:
+        """The script clipped gradients; ``reducing``: reductions in flight at that moment."""
+        with self.lock:
+            reducing = sum(1 for c in self.in_flight.values() if c["op"] in _REDUCING)
+            if len(self.clips) < MAX_RECORDS:
+                self.clips.append({
+                    "how": how, "where": source_line(*where) if where else None,
+                    "step": len(self.steps) + 1, "reducing": reducing,
+                })  # fmt: skip
+
+    def reduced_with(self, op: str, where: tuple[str, int] | None, via: str | None) -> None:
+        """An allreduce with reduction ``op`` was submitted from the script's line ``where``."""
+        with self.lock:
+            seen = self.reduce_ops.setdefault(
+                op, {"count": 0, "where": source_line(*where) if where else None, "via": via}
+            )
+            seen["count"] += 1
 
     def batch(self, digests: list[str]) -> None:
         with self.lock:
@@ -374,6 +421,10 @@ class Recorder:
             "steps_started": self.steps_started,
             "object_broadcasts": self.object_broadcasts,
             "apis": self.apis,
+            "clips": self.clips,
+            "reduce_ops": self.reduce_ops,
+            "ddp": self.ddp,
+            "dist_collectives": self.dist_collectives,
             "pending": self._pending(),
             "status": status,
             "exit_code": exit_code,

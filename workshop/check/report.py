@@ -15,7 +15,8 @@ class Report:
     Attributes:
         script: the script checked.
         np: number of ranks.
-        framework: the Horovod framework the script initialised (None when it did not).
+        framework: the Horovod framework the script initialised (``ddp``: a PyTorch DDP
+            script's ``init_process_group``; None when it did not).
         checks: practice name -> :class:`Check` (``ok`` True/False/None, ``evidence``), in
             the order of :data:`workshop.check.verdicts.CHECK_NAMES`.
         exit_code: 0 every check holds (warnings allowed), 1 one failed, 2 the script crashed,
@@ -67,6 +68,8 @@ class Report:
         """One line per practice (OK / FAIL / WARN, name, evidence), then the outcome;
         ``verbose`` adds the crashed rank's full traceback."""
         framework = f"horovod.{self.framework}" if self.framework else "Horovod not seen"
+        if self.framework == "ddp":
+            framework = "torch.distributed DDP, torchrun"
         lines = [f"workshop check {self.script} (np={self.np}, {framework}): {self.seconds:.1f} s"]
         if self.error:
             lines.append(self.error)

@@ -225,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     script = options.script.resolve()
-    rank = _env_int("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK") or 0
-    size = _env_int("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    # horovodrun, mpirun, or torchrun (RANK, WORLD_SIZE)
+    rank = _env_int("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK") or 0
+    size = _env_int("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE")
     recorder = Recorder(options.out, rank, size, probe=options.probe)
     recorder.script = str(script)
     clock = None

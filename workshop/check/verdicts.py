@@ -19,6 +19,7 @@ from workshop.check.practices.broadcast import check_broadcast
 from workshop.check.practices.checkpoint import check_rank0_checkpoint
 from workshop.check.practices.init import check_init
 from workshop.check.practices.lr import check_lr_scaled
+from workshop.check.practices.mean import reduction_factor
 from workshop.check.practices.sharded import check_sharded
 from workshop.check.steps import join_cover, paired_steps, split_epochs, unequal_steps
 
@@ -61,6 +62,8 @@ def judge(
         "averaged": check_averaged(ranks, style),
         "sharded": check_sharded(ranks),
         "rank0_checkpoint": check_rank0_checkpoint(ranks),
-        "lr_scaled": check_lr_scaled(ranks, base, base_note),
+        "lr_scaled": check_lr_scaled(
+            ranks, base, base_note, reduction_factor(ranks, paired_steps(ranks))
+        ),
     }
     return {name: with_fix(check, name, style) for name, check in checks.items()}

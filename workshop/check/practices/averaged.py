@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-from workshop.check.evidence import Check, differing, no_steps
-from workshop.check.fixes import EQUAL_STEPS_FIX
+from workshop.check.evidence import Check, differing, no_steps, plural
+from workshop.check.fixes import EQUAL_STEPS_FIX, MEAN_FIXES
+from workshop.check.practices.mean import MEAN_REL_TOL, MeanStep, compare_steps
 from workshop.check.steps import join_cover, paired_steps, unequal_steps
 
 
@@ -22,6 +23,11 @@ def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
     joined = join_cover(ranks)
     pairs = paired_steps(ranks)
     steps = len(pairs)
+    compared = compare_steps(ranks, pairs)
+    if compared is not None:
+        found = _against_the_mean(ranks, compared, style)
+        if found is not None:
+            return found
     bad = []
     for k, pair in enumerate(pairs):
         grads = [r["steps"][i]["grads"] for r, i in zip(ranks, pair, strict=True)]
@@ -45,6 +51,7 @@ def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
             "in hvd.DistributedOptimizer (or the tape in hvd.DistributedGradientTape)",
         )
     tensors = len(ranks[0]["steps"][0]["grads"])
+    mean = "" if compared is None else ", each the mean of the ranks' own gradients"
     if reduced == 0:
         return Check(
             False,
@@ -56,11 +63,92 @@ def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
         return Check(
             True,
             f"gradients identical on all {len(ranks)} ranks at each of the {steps} steps they "
-            f"made together ({tensors} tensors; {reduced} tensors allreduced on rank "
+            f"made together ({tensors} tensors{mean}; {reduced} tensors allreduced on rank "
             f"{ranks[0]['env_rank']}); {joined}",
         )
     return Check(
         True,
         f"gradients identical on all {len(ranks)} ranks at each of {steps} steps "
-        f"({tensors} tensors; {reduced} tensors allreduced)",
+        f"({tensors} tensors{mean}; {reduced} tensors allreduced)",
+    )
+
+
+def _factors(step: MeanStep, ranks: list[dict]) -> str:
+    return ", ".join(
+        f"x{f:.3g} on rank {r['env_rank']}" for f, r in zip(step.factor, ranks, strict=True)
+    )
+
+
+def _reduced_with(ranks: list[dict], op: str) -> str:
+    """``(op=Sum, 12 allreduces from LINE)`` of rank 0's reductions with ``op``."""
+    seen = (ranks[0].get("reduce_ops") or {}).get(op)
+    if not seen:
+        return ""
+    via = f" through {seen['via']}" if seen.get("via") else ""
+    at = f" from {seen['where']}" if seen.get("where") else ""
+    return f" (op={op}: {plural(seen['count'], 'allreduce')}{via}{at})"
+
+
+def _against_the_mean(ranks: list[dict], compared: list[MeanStep], style: str) -> Check | None:
+    """A FAIL when a step applied anything but the mean of the ranks' own gradients (or a clip
+    raced the reduction), naming the mechanism; None when every step applied the mean."""
+    n = len(ranks)
+    bad = [s for s in compared if not s.mean]
+    clips = [c for c in ranks[0].get("clips") or [] if c.get("reducing")]
+    if clips:
+        clip = clips[0]
+        effect = (
+            f"at {len(bad)} of {len(compared)} steps the applied gradient was not the mean of "
+            f"the ranks' own (step {bad[0].step}: {_factors(bad[0], ranks)}, "
+            f"{max(bad[0].off)} of {bad[0].tensors} tensors)"
+            if bad
+            else "in this run the clip changed no applied gradient (the norm stayed under the "
+            "limit, or the reduction had finished), but it races with the reduction"
+        )
+        return Check(
+            False,
+            f"{clip['where'] or 'the script'}: {clip['how']} ran before step {clip['step']} "
+            f"while {plural(clip['reducing'], 'gradient reduction')} were still in flight "
+            "(Horovod reduces in the background from backward() until the optimizer's "
+            f"synchronize()): {effect}; a clip there scales a partial reduction on each rank, "
+            "so the ranks apply different gradients and their models drift apart",
+            fix=MEAN_FIXES["clip"][style],
+        )
+    if not bad:
+        return None
+    first = bad[0]
+    off_ranks = [r for r, off in zip(ranks, first.off, strict=True) if off]
+    if all(own == off for own, off in zip(first.own, first.off, strict=True)):
+        return None  # each rank applied its own gradient: the verdict on differing hashes
+    if len(off_ranks) == n and all(abs(f - n) <= MEAN_REL_TOL * n for f in first.factor):
+        op = _reduced_with(ranks, "Sum")
+        return Check(
+            False,
+            f"the applied gradient is {n}x the mean of the ranks' own gradients at "
+            f"{len(bad)} of {len(compared)} steps (step {first.step}: {_factors(first, ranks)}, "
+            f"{max(first.off)} of {first.tensors} tensors): the allreduce summed them"
+            f"{op} instead of averaging. The ranks applied identical gradients, but each step "
+            f"is {n}x the averaged one, as if the learning rate were {n}x larger (and it grows "
+            "with the number of ranks)",
+            fix=MEAN_FIXES["sum"][style],
+        )
+    if len(off_ranks) < n:
+        names = ", ".join(str(r["env_rank"]) for r in off_ranks)
+        means = ", ".join(str(r["env_rank"]) for r in ranks if r not in off_ranks)
+        return Check(
+            False,
+            f"step {first.step}: rank {means} applied the mean of the ranks' own gradients, "
+            f"rank {names} did not ({_factors(first, ranks)}; {max(first.off)} of "
+            f"{first.tensors} tensors; {len(bad)} of {len(compared)} steps): the gradient was "
+            f"changed on rank {names} after the reduction, so the ranks apply different "
+            "gradients and their models drift apart",
+            fix=MEAN_FIXES["after"][style],
+        )
+    return Check(
+        False,
+        f"the applied gradient is not the mean of the ranks' own gradients at {len(bad)} of "
+        f"{len(compared)} steps (step {first.step}: {_factors(first, ranks)}, "
+        f"{max(first.off)} of {first.tensors} tensors): it was changed between backward() and "
+        "the reduction, or the reduction is not an average",
+        fix=MEAN_FIXES["after"][style],
     )

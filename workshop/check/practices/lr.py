@@ -30,7 +30,10 @@ def _ranks_lr_differ(ranks: list[dict], series: list[list[float]]) -> Check | No
 
 
 def check_lr_scaled(
-    ranks: list[dict], base: dict | None = None, base_note: str = "no np=1 run"
+    ranks: list[dict],
+    base: dict | None = None,
+    base_note: str = "no np=1 run",
+    reduction: float | None = None,
 ) -> Check:
     """The learning rate the run reached at np=N against the one at np=1 (``base``, the
     first-step record of the same script run alone).
@@ -63,9 +66,10 @@ def check_lr_scaled(
             f"(the lr the same script uses at np=1) was not seen: {base_note}",
         )
     base_lr = base["steps"][0]["lr"][0]
+    by = 1.0 if reduction is None or _close(reduction, 1.0) else reduction
 
     def times(lr: float) -> float:
-        return lr / base_lr if base_lr else float("inf")
+        return lr * by / base_lr if base_lr else float("inf")
 
     rules = (("linear", n), ("square-root", math.sqrt(n)))
     vs = f"vs {base_lr:g} at np=1"
@@ -76,6 +80,20 @@ def check_lr_scaled(
         )
     else:
         top = f"lr {peak:g} at np={n} {vs} (x{times(peak):.3g})"
+    if by != 1.0:
+        top = (
+            f"effective step x{times(peak):.3g} of the np=1 one: lr {peak:g} at np={n} {vs} "
+            f"(x{peak / base_lr:.3g}) times the reduction's x{by:.3g} (the applied gradient "
+            "over the mean of the ranks' own)"
+        )
+        if times(peak) > n * (1 + LR_REL_TOL):
+            return Check(
+                False,
+                f"{top}: each step is x{times(peak):.3g} the serial one, above the linear "
+                f"rule's x{n}: the lr is scaled and the gradients are summed, not averaged",
+                fix="average the gradients (see averaged) and scale the lr by the number of "
+                "ranks once",
+            )
     for name, factor in rules:
         if _close(times(peak), factor) and (factor == n or not rising):
             return Check(True, f"{name} scaling: {top}")
