@@ -23,6 +23,19 @@ CYCLE_START = "CYCLE_START"  # the instant HOROVOD_TIMELINE_MARK_CYCLES=1 adds
 MAX_RANK_DIGITS = 9  # a tick's name is the rank number
 SMALL_KEY = 65536  # sort keys below this sort as uint16 (a radix sort)
 KIND_NEGOTIATE, KIND_OP, KIND_ACTIVITY = 0, 1, 2  # the codes of ``Timeline.spans["kind"]``
+# the warnings after the pairing, each after its count
+ORPHANS = (
+    "'E' records close nothing (the timeline started while tensors were in flight, e.g. "
+    "hvd.start_timeline): dropped"
+)
+UNCLOSED = (
+    "spans have no 'E' (the timeline stopped while tensors were in flight): they run to the "
+    "last timestamp, closed=False"
+)
+BACKWARDS = (
+    "spans end before they begin (a damaged timestamp): their end is set to their start, "
+    "closed=False"
+)
 
 
 @dataclass
@@ -63,10 +76,7 @@ def tables(rd: Reader, ev: Events) -> Tables:
     vocab = np.array(rd.vocab.strings + [""], dtype=object)  # code -1 reads ""
     md = _metadata(rd, ev)
     if rd.truncated_at is not None:
-        rd.warn(
-            f"data cut at byte {rd.truncated_at} (partial last record, a killed or running "
-            f"job): kept the {len(ev.ts)} events before it (and the metadata records)"
-        )
+        rd.warn(cut_warning(rd.truncated_at, len(ev.ts)))
     last_ts = md["last_ts_us"] or 0
     ev.off = np.zeros(0, np.int64)  # not needed any more
     spans, n_orphan = span_columns(ev, vocab, last_ts)
@@ -82,23 +92,19 @@ def tables(rd: Reader, ev: Events) -> Tables:
     md["orphan_ends"] = n_orphan
     md["unclosed"] = n_unclosed
     md["backwards"] = n_backwards
-    if n_orphan:
-        rd.warn(
-            f"{n_orphan} 'E' records close nothing (the timeline started while tensors were in "
-            "flight, e.g. hvd.start_timeline): dropped"
-        )
-    if n_unclosed:
-        rd.warn(
-            f"{n_unclosed} spans have no 'E' (the timeline stopped while tensors were in "
-            "flight): they run to the last timestamp, closed=False"
-        )
-    if n_backwards:
-        rd.warn(
-            f"{n_backwards} spans end before they begin (a damaged timestamp): their end is "
-            "set to their start, closed=False"
-        )
+    for count, what in ((n_orphan, ORPHANS), (n_unclosed, UNCLOSED), (n_backwards, BACKWARDS)):
+        if count:
+            rd.warn(f"{count} {what}")
     md["warnings"] = list(rd.warnings)
     return Tables(md, vocab, spans, ticks, ranks, cycles, last_ts)
+
+
+def cut_warning(at: int, events: int) -> str:
+    """The warning for data cut at byte ``at`` after ``events`` events."""
+    return (
+        f"data cut at byte {at} (partial last record, a killed or running job): kept the "
+        f"{events} events before it (and the metadata records)"
+    )
 
 
 def _metadata(rd: Reader, ev: Events) -> dict[str, Any]:
@@ -125,7 +131,7 @@ def negotiation_names(vocab: np.ndarray) -> np.ndarray:
 
 def span_columns(ev: Events, vocab: np.ndarray, last_ts: int) -> tuple[Spans, int]:
     """The spans (see :class:`Spans`), and the number of orphan ``E`` records."""
-    b_ev, e_ev, spid, sdepth, n_orphan = _pair_begins_and_ends(ev)
+    b_ev, e_ev, spid, sdepth, n_orphan = pair_begins_and_ends(ev.ph, ev.pid)
     closed = e_ev >= 0
     sname = ev.name[b_ev].astype(np.int64)
     start = ev.ts[b_ev]
@@ -232,21 +238,24 @@ def _ffill_in_runs(values: np.ndarray, has: np.ndarray, run_first: np.ndarray) -
     return carrier[np.maximum.accumulate(idx)] if len(idx) else carrier
 
 
-def _pair_begins_and_ends(
-    ev: Events,
+def pair_begins_and_ends(
+    ph: np.ndarray, pids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Pair ``B`` and ``E`` records per pid with stack semantics, vectorised.
+
+    Args:
+        ph, pids: the phase letter and pid of each event, in file order.
 
     Returns:
         For each ``B``, in (pid, file) order: its event index, the event index of the ``E``
         that closes it (-1: none), its pid and depth; and the number of orphan ``E`` records
         (closing nothing, dropped).
     """
-    be = np.flatnonzero(((ev.ph == ord("B")) | (ev.ph == ord("E"))) & (ev.pid >= 0))
-    order = be[_by_pid(ev.pid[be])]  # event indices by pid, then file order
+    be = np.flatnonzero(((ph == ord("B")) | (ph == ord("E"))) & (pids >= 0))
+    order = be[_by_pid(pids[be])]  # event indices by pid, then file order
     del be
-    pid = ev.pid[order]
-    is_b = ev.ph[order] == ord("B")
+    pid = pids[order]
+    is_b = ph[order] == ord("B")
     depth, orphan = _stack_depths(pid, is_b)
     n_orphan = int(orphan.sum())
     if n_orphan:

@@ -69,3 +69,9 @@ class Store:
     def events(self) -> Events:
         ev = Events(*(self.cols[f][: self.count] for f in FIELDS))
         return concat([ev, *self.overflow]) if self.overflow else ev
+
+    def clear(self) -> None:
+        """Empty the store, keeping its columns (what :meth:`events` gave views of is
+        overwritten by the next :meth:`add`)."""
+        self.count = 0
+        self.overflow = []

@@ -1,20 +1,21 @@
 """The entry points: a file or bytes in, a :class:`~.model.Timeline` out.
 
-:func:`open_timeline` and :func:`scan_events` are the steps before any DataFrame; the
-DataFrames (and pandas) are loaded only when a Timeline is built, so :mod:`.summary` reads a
-file without them."""
+:func:`scan_events` (all events at once) and :func:`event_batches` (batch by batch, for the
+streaming pass of :mod:`.stream`) are the steps before any DataFrame; the DataFrames (and pandas)
+are loaded only when a Timeline is built, so :mod:`.summary` reads a file without them."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from workshop.readers.timeline.events import Events
 from workshop.readers.timeline.model import Timeline, TimelineFormatError
 from workshop.readers.timeline.records import Reader
 from workshop.readers.timeline.source import Source, from_bytes, open_file
-from workshop.readers.timeline.stitch import scan
+from workshop.readers.timeline.stitch import BATCH_BYTES, scan_batches
 
 UTF8_BOM = b"\xef\xbb\xbf"
 HEAD_BYTES = 4096  # where the array (or the traceEvents key right after '{') must begin
@@ -103,21 +104,49 @@ def scan_events(
     Raises:
         TimelineFormatError: the data is not a trace-event timeline.
     """
+    rd, batches = event_batches(src, source, problems, cut_at, progress, batch_bytes=None)
+    (events,) = batches
+    return rd, events
+
+
+def event_batches(
+    src: Source,
+    source: str,
+    problems: list[str],
+    cut_at: int | None,
+    progress: bool,
+    *,
+    batch_bytes: int | None = BATCH_BYTES,
+) -> tuple[Reader, Iterator[Events]]:
+    """The event records of ``src`` in file order, a batch of about ``batch_bytes`` of data at a
+    time (None: all in one batch; see :func:`~.stitch.scan_batches`), and the reader's state,
+    complete once the batches are (arguments as :func:`scan_events`).
+
+    Raises:
+        TimelineFormatError: the data does not begin as a timeline (at once), or holds no
+            trace event at all (after the last batch).
+    """
     rd = Reader(source, src)
     for msg in problems:
         rd.warn(msg)
     body_lo = _body_start(rd, cut_at)
+    return rd, _batches(rd, body_lo, cut_at, progress, batch_bytes)
+
+
+def _batches(
+    rd: Reader, body_lo: int | None, cut_at: int | None, progress: bool, batch_bytes: int | None
+) -> Iterator[Events]:
     if body_lo is None:
         rd.warn("empty file: no events")
-        return rd, Events.empty()
-    events = scan(rd, body_lo, progress)
+        yield Events.empty()
+        return
+    yield from scan_batches(rd, body_lo, progress, batch_bytes=batch_bytes)
     if rd.records == 0 and rd.not_a_trace is not None:
-        raise TimelineFormatError(source, *rd.not_a_trace)
+        raise TimelineFormatError(rd.source, *rd.not_a_trace)
     if cut_at is not None and rd.closing is None:
         rd.truncated_at = rd.truncated_at if rd.truncated_at is not None else cut_at
     if rd.records == 0 and not rd.skipped:
         rd.warn("no events in the file")
-    return rd, events
 
 
 def _body_start(rd: Reader, cut_at: int | None) -> int | None:

@@ -25,13 +25,21 @@ from workshop.readers.timeline.words import Words
 CHUNK = 1 << 22  # bytes per scan task (cache-sized)
 THREADS = min(2, os.cpu_count() or 1)  # scan workers at most
 KEEP_MAPPED = 1 << 16  # bytes before the scan position kept mapped (gaps are read again)
+BATCH_BYTES = 1 << 24  # data per batch of a streaming pass (about 270k Horovod records)
 TAIL_BYTES = 64  # enough to see how the data ends
 NEWER_LAYOUT_WINDOW = 1 << 20  # bytes before the end searched for the newer '},{' joins
 
 
-def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
-    """Every event record after ``body_lo``, in file order; metadata, warnings and damage go to
-    ``rd``."""
+def scan_batches(
+    rd: Reader, body_lo: int, progress: bool, *, batch_bytes: int | None = BATCH_BYTES
+) -> Iterator[Events]:
+    """The event records after ``body_lo`` in file order, a batch at a time: the records of
+    about ``batch_bytes`` of data each (None: one batch), the tolerant parser's among them.
+    Metadata, warnings and damage go to ``rd``; the end of the data is read before the last
+    batch is given.
+
+    A batch's columns view a buffer that the next batch overwrites: use them (or copy them)
+    before asking for the next."""
     n = rd.n
     sc = Words(rd.buf, n)
     bar = None
@@ -39,11 +47,13 @@ def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
         from workshop.kernel import progress_bar
 
         bar = progress_bar(total=n - body_lo, unit="B", unit_scale=True, desc="reading timeline")
-    store = Store(n - body_lo)
+    span = n - body_lo if batch_bytes is None else min(n - body_lo, batch_bytes + CHUNK)
+    store = Store(span)
     prev_end = body_lo  # end of the last record taken
     fast_hi = max(n - LONGEST_RECORD_CHECKED, body_lo)
     bounds = [(lo, min(fast_hi, lo + CHUNK)) for lo in range(body_lo, fast_hi, CHUNK)]
     results = _chunk_results(sc, bounds)
+    batch_lo = body_lo
     try:
         for (lo, hi), found in zip(bounds, results, strict=True):
             evs, ends = give_codes(found, rd.vocab)
@@ -54,19 +64,28 @@ def scan(rd: Reader, body_lo: int, progress: bool) -> Events:
             rd.src.release(min(prev_end, hi) - KEEP_MAPPED)
             if bar is not None:
                 bar.update(hi - lo)
+            if batch_bytes is not None and hi - batch_lo >= batch_bytes:
+                yield _batch(rd, store)
+                batch_lo = hi
     finally:
         results.close()  # stops the workers
     if bar is not None:
         bar.update(n - body_lo - bar.n)
         bar.close()
     _tail(rd, prev_end)
-    # the fast records are stored in file order; the tolerant parser's come after them
+    yield _batch(rd, store)
+
+
+def _batch(rd: Reader, store: Store) -> Events:
+    """The records taken since the last batch, in file order (the fast records are stored in
+    file order; the tolerant parser's come after them), and an empty store and slow list."""
     fast_end = int(store.cols["off"][store.count - 1]) if store.count else -1
     if rd.slow:
         store.add(Events.from_rows(rd.slow))
     events = store.events()
-    del store
     slow = np.array([row[0] for row in rd.slow], dtype=np.int64)
+    rd.slow = []
+    store.clear()
     if len(slow) and (slow[0] < fast_end or (np.diff(slow) < 0).any()):
         events = events.take(np.argsort(events.off, kind="stable"))
     return events
