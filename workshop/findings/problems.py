@@ -1,8 +1,5 @@
-"""The problems ``workshop diagnose`` knows, in words: each one's title (:data:`TITLES`) and
-fix (:data:`FIXES`), what a number between the healthy range and a finding says
-(:data:`BETWEEN`), which found problem explains another's number (:data:`EXPLAINS`,
-:data:`WHY`), where a setting's number points when the setting is not there
-(:data:`ELSEWHERE`), and which numbers oversubscription distorts (:data:`DISTORTED`).
+"""The problems ``workshop diagnose`` knows, in words: each one's title (:data:`TITLES`), fix
+(:data:`FIXES`) and how to record the evidence its cost needs (:data:`MISSING_HOW`).
 """
 
 #: Each problem in a few words, for "most likely: ...".
@@ -44,56 +41,12 @@ FIXES = {
 }
 
 
-#: The problems whose numbers an oversubscribed run distorts: a rank that waits for a core
-#: computes slower (a straggler), its allreduces wait for the others (communication-bound),
-#: and Horovod's background thread starts its cycles late.
-DISTORTED = ("straggler", "small_batch", "long_cycle_time", "cache_off", "input_pipeline")
-
-
-#: What a number between the healthy range and a finding's threshold says. Seen for the
-#: straggler on fresh runs of benchmarks/straggler_signal.py with one busy process beside a
-#: rank (recorded 2026-11-26 on a busy machine, in git history): three of twelve straggler runs
-#: gave 1.19-1.43, and three of twelve healthy runs, all unpinned, 1.32-1.39 (the scheduler
-#: left one rank slower), where those healthy runs reached 1.16 and a finding started at 1.45:
-#: there a mild straggler and a healthy run overlap. (With three busy processes on a quiet
-#: machine, data/benchmarks/straggler-signal/, no fresh run fell between. Since 2026-11-27 the
-#: CPU-wait gap names such mild stragglers where other work ran: straggler-cpu-wait/.)
-BETWEEN = {
-    "straggler": "a rank sharing its core with other work can look like this, and so can a "
-    "healthy run on a busy machine; record the run again on a quiet machine, or compare with "
-    "a healthy run of your own (--baseline).",
-}
-
-
-BETWEEN_DEFAULT = (
-    "healthy runs vary more than the few recorded ones show; record the run again, or compare "
-    "with a healthy run of your own (--baseline)."
-)
-
-
-#: The numbers a found problem moves too, and why. A straggler: the other ranks' negotiations
-#: wait for it, and its busy core slows Horovod's background thread (the straggler benchmark's
-#: cache-off runs negotiate up to 18 % of a step, and cycle 2-7 ms apart at a 1 ms cycle
-#: time). A long cycle time: every allreduce waits for the next cycle, so negotiations last
-#: long and even the least-waiting rank waits much of each step (capstone case 4).
-EXPLAINS = {
-    "straggler": ("cache_off", "long_cycle_time"),
-    "long_cycle_time": ("cache_off", "small_batch"),
-}
-
-
-WHY = {
-    "straggler": "the other ranks wait for it, its busy core slows Horovod's background thread",
-    "long_cycle_time": "every allreduce waits for the next background cycle",
-}
-
-
-#: Where a setting's number points when the setting is not there.
-ELSEWHERE = {
-    "fusion_off": "the gradients become ready in different background cycles (a slow or "
-    "uneven backward pass), not because fusion is off",
-    "long_cycle_time": "the background thread is slowed down (busy cores: see the straggler's "
-    "number and the machine's load), not by the cycle time",
-    "cache_off": "the negotiations wait for a rank that is late (see the straggler's number), "
-    "not for the coordinator",
+#: How to get the evidence a problem's cost needs, after ``needs ...`` in a note.
+MISSING_HOW = {
+    "straggler": " (workshop run writes them; for your own script: workshop run --script)",
+    "input_pipeline": " (workshop run writes them; for your own script: workshop run --script)",
+    "small_batch": " (workshop run writes them; for your own script: workshop run --script)",
+    "long_cycle_time": " (workshop run records both: --timeline --mark-cycles)",
+    "fusion_off": " (workshop run --timeline)",
+    "cache_off": " (workshop run --timeline with --cache-capacity 0 records the ticks)",
 }

@@ -38,7 +38,7 @@ from workshop.analysis.benchmarks import RUN_MEASURES, paired_ratios, round_rati
 from workshop.analysis.diagnose import evidence
 from workshop.paths import data_path
 from workshop.readers.benchmarks import read_benchmark_runs
-from workshop.readers.runs import read_healthy_reference, read_metrics, read_run_files
+from workshop.readers.runs import read_calibration, read_metrics, read_run_files
 
 FOLDER = "capstone"
 #: Rounds of repeats per case: one broken and one fixed run each.
@@ -267,13 +267,20 @@ def evidence_number(letter: str, run_dir: Path | str) -> float:
 
 
 def healthy_reference() -> pd.DataFrame:
-    """The healthy range of each menu problem's evidence number (``workshop diagnose``'s
-    shipped reference): one row per letter of :data:`MEASURE_OF`, ``min``, ``median``,
-    ``max``, ``runs``."""
-    table = read_healthy_reference()[0].set_index("measure")
-    rows = {
-        letter: table.loc[m, ["min", "median", "max", "runs"]] for letter, m in MEASURE_OF.items()
-    }
+    """The range of each menu problem's evidence number over the healthy runs that calibrate
+    ``workshop diagnose`` (data/diagnose/calibration.json: default settings, nothing else
+    running): one row per letter of :data:`MEASURE_OF`, ``min``, ``median``, ``max``,
+    ``runs``."""
+    runs = read_calibration()[1]["runs"]
+    rows = {}
+    for letter, measure in MEASURE_OF.items():
+        values = pd.Series([r["evidence"].get(measure) for r in runs], dtype=float).dropna()
+        rows[letter] = {
+            "min": values.min(),
+            "median": values.median(),
+            "max": values.max(),
+            "runs": len(values),
+        }
     return pd.DataFrame(rows).T.rename_axis("problem")
 
 

@@ -57,7 +57,7 @@ NAMES = {
         "Run",
         "list_runs",
         "open_run",
-        "read_healthy_reference",
+        "read_calibration",
         "read_metrics",
         "read_run",
         "read_run_files",

@@ -456,37 +456,38 @@ def read_run_files(run_dir: Path | str) -> Run:
     return run
 
 
-#: The healthy reference that ``workshop diagnose`` compares a run with, under ``data/``.
-HEALTHY_REFERENCE = ("diagnose", "healthy-reference.json")
+#: The noise of ``workshop diagnose``'s estimators, under ``data/``
+#: (written by tools/diagnose_calibration.py).
+CALIBRATION = ("diagnose", "calibration.json")
 
 
-def read_healthy_reference(path: Path | str | None = None) -> tuple[pd.DataFrame, dict]:
-    """The healthy reference of ``workshop diagnose``: each evidence number's spread over
-    recorded healthy runs of this workshop's machine (``data/diagnose/healthy-reference.json``,
-    written by ``benchmarks/straggler_signal.py`` from its healthy runs).
+def read_calibration(path: Path | str | None = None) -> tuple[pd.DataFrame, dict]:
+    """The calibration of ``workshop diagnose``: each estimator's savings on the healthy
+    recorded runs, as shares of their step (``data/diagnose/calibration.json``).
 
     Returns:
-        ``(table, record)``: one row per measure (``measure``, ``min``, ``median``, ``max``,
-        ``runs``), and the whole file (provenance, the runs and their numbers).
+        ``(noise, record)``: one row per estimator (``problem``, ``estimator``, ``runs``,
+        ``min``, ``median``, ``max``), and the whole file (its runs and those left out).
 
     Raises:
         FileNotFoundError: the file is missing (names it).
-        ValueError: not JSON, or without its ``measures`` table.
+        ValueError: not JSON, or without its ``noise`` table.
     """
     from workshop.paths import data_path
 
-    path = Path(path) if path else data_path(*HEALTHY_REFERENCE)
+    path = Path(path) if path else data_path(*CALIBRATION)
     try:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
-    rows = record.get("measures")
+    rows = record.get("noise")
     if not isinstance(rows, list) or not rows:
-        raise ValueError(f"{path}: no 'measures' list")
+        raise ValueError(f"{path}: no 'noise' list")
     table = pd.DataFrame(rows)
-    missing = [c for c in ("measure", "min", "median", "max", "runs") if c not in table]
+    missing = [c for c in ("problem", "estimator", "min", "median", "max") if c not in table]
     if missing:
-        raise ValueError(f"{path}: 'measures' lacks {', '.join(missing)}")
+        raise ValueError(f"{path}: 'noise' lacks {', '.join(missing)}")
+    table["estimator"] = table["estimator"].fillna("")
     return table.astype({"min": float, "median": float, "max": float}), record
 
 

@@ -38,14 +38,10 @@ number showing is only a *note*.
 from workshop.analysis.diagnose.judge import (
     MEASURES,
     PROBLEM_IDS,
-    SETTING_PROBLEMS,
-    SETTINGS,
     Measure,
-    compare_with_reference,
     evidence,
     finding_threshold,
     reference_from_evidence,
-    setting_notes,
 )
 from workshop.analysis.diagnose.measures import (
     SKIP_STEPS,
@@ -70,12 +66,9 @@ __all__ = [
     "MEASURES",
     "Measure",
     "PROBLEM_IDS",
-    "SETTINGS",
-    "SETTING_PROBLEMS",
     "SKIP_STEPS",
     "STEP_COLUMNS",
     "comm_share",
-    "compare_with_reference",
     "compute_by_rank",
     "compute_ratio",
     "cpu_wait_by_rank",
@@ -91,6 +84,5 @@ __all__ = [
     "other_work_explains",
     "reference_from_evidence",
     "responses_per_step",
-    "setting_notes",
     "tick_lateness",
 ]

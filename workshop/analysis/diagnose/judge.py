@@ -24,7 +24,6 @@ from workshop.analysis.diagnose.measures import (
     other_work_explains,
     responses_per_step,
 )
-from workshop.frames import require_columns
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -32,14 +31,10 @@ if TYPE_CHECKING:
 __all__ = [
     "MEASURES",
     "PROBLEM_IDS",
-    "SETTINGS",
-    "SETTING_PROBLEMS",
     "Measure",
-    "compare_with_reference",
     "evidence",
     "finding_threshold",
     "reference_from_evidence",
-    "setting_notes",
 ]
 
 #: Problem ids, in the order ties are broken (and ``crashed`` for a run that did not end well).
@@ -201,54 +196,6 @@ def reference_from_evidence(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: The run options that set a problem up: problem -> (run.json config key, the Horovod
-#: variable that does the same, whether a value sets it up, the option in words). The
-#: variable (bytes for the fusion threshold) counts where run.json's ``env`` has it.
-SETTINGS = {
-    "lr_not_scaled": ("lr_scaling", None, lambda v: v == "none", "--lr-scaling none"),
-    "fusion_off": (
-        "fusion_threshold_mb",
-        "HOROVOD_FUSION_THRESHOLD",
-        lambda v: v is not None and float(v) == 0,
-        "a fusion threshold of 0",
-    ),
-    "long_cycle_time": (
-        "cycle_time_ms",
-        "HOROVOD_CYCLE_TIME",
-        lambda v: v is not None and float(v) > 1,
-        "a cycle time above Horovod's default 1 ms",
-    ),
-    "cache_off": (
-        "cache_capacity",
-        "HOROVOD_CACHE_CAPACITY",
-        lambda v: v is not None and int(v) == 0,
-        "the response cache off",
-    ),
-}
-#: The problems that are a Horovod setting: their number is called a finding only when the
-#: run's options set them up (or are unknown: a timeline alone). The same number without the
-#: setting points elsewhere (cycles far apart on busy cores, gradients ready in different
-#: cycles, negotiations that wait for a slow rank): a note.
-SETTING_PROBLEMS = ("fusion_off", "long_cycle_time", "cache_off")
-
-
-def setting_notes(record: dict) -> dict[str, str]:
-    """problem id -> the run option that sets it up, for the options this run used (run.json's
-    ``config``, or a Horovod variable in its ``env``)."""
-    config, env = record.get("config") or {}, record.get("env") or {}
-    out = {}
-    for problem, (key, variable, present, text) in SETTINGS.items():
-        if present(config.get(key)):
-            out[problem] = f"{text} ({key} = {config[key]})"
-        elif variable and variable in env:
-            try:
-                if present(env[variable]):
-                    out[problem] = f"{text} ({variable}={env[variable]})"
-            except ValueError:  # not a number: Horovod would not read it either
-                continue
-    return out
-
-
 def finding_threshold(measure: str, low: float, high: float) -> float:
     """Where a finding of ``measure`` starts, for healthy runs between ``low`` and ``high``:
     beyond the healthy extreme by its ``factor`` and at least its ``floor``.
@@ -262,46 +209,3 @@ def finding_threshold(measure: str, low: float, high: float) -> float:
     if spec.bad == "high":
         return max(high * spec.factor, high + spec.floor)
     return min(low / spec.factor, low - spec.floor)
-
-
-def compare_with_reference(found: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
-    """Each evidence number beside the healthy reference, the findings first.
-
-    Args:
-        found: :func:`evidence` of the run.
-        reference: :func:`reference_from_evidence` (or the shipped healthy reference).
-
-    Returns:
-        One row per measure the run has a number for: the columns of ``found``, ``min``,
-        ``median``, ``max`` (the reference), ``threshold`` (where a finding starts),
-        ``severity`` (value / threshold for ``bad == "high"``, threshold / value for
-        ``"low"``: >= 1 is a finding, unless the measure is only supporting), ``finding``
-        (bool); sorted by severity, largest first.
-        Measures without a number, or without a reference, are left out.
-    """
-    require_columns(
-        found, ("measure", "problem", "value", "rank"), "compare_with_reference", frame="evidence"
-    )
-    require_columns(
-        reference, ("measure", "min", "median", "max"), "compare_with_reference", frame="reference"
-    )
-    table = found.merge(reference, on="measure", how="inner").dropna(subset=["value", "max"])
-    rows = []
-    for row in table.to_dict("records"):
-        spec = MEASURES[row["measure"]]
-        threshold = finding_threshold(row["measure"], row["min"], row["max"])
-        if spec.bad == "high":
-            severity = row["value"] / threshold if threshold > 0 else math.inf
-        else:
-            severity = threshold / row["value"] if row["value"] > 0 else math.inf
-        rows.append({**row, "threshold": threshold, "severity": severity})
-    cols = [*found.columns, "min", "median", "max", "threshold", "severity", "finding"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    out = pd.DataFrame(rows)
-    supporting = out["measure"].map(lambda m: MEASURES[m].supporting)
-    out["finding"] = (out["severity"] >= 1) & ~supporting
-    order = {p: i for i, p in enumerate(PROBLEM_IDS)}
-    out["_order"] = out["problem"].map(order)
-    out = out.sort_values(["severity", "_order"], ascending=[False, True], kind="stable")
-    return out[cols].reset_index(drop=True)

@@ -1,0 +1,351 @@
+"""The diagnosis's decision: every problem's cost (:mod:`.costs`), which costs are findings,
+and whether the run is healthy. ``workshop diagnose``, ``workshop timeline report`` and the
+capstone call :func:`judge`; :mod:`workshop.findings.diagnose` only words its result.
+
+The rule, in one place:
+
+- a **finding** is a problem whose fix would save at least :data:`MIN_SHARE` of a step, and
+  whose saving, less its own uncertainty (about two standard errors over the run's steps),
+  still lies beyond the estimator's *noise*: the largest saving it shows on the healthy
+  calibration runs (:func:`calibrate`), as a share of their step;
+- findings are ordered by saving; a crash comes first, and the two that are a rule broken
+  rather than time lost (an unscaled LR, more threads than cores) after the timed ones;
+- **healthy** only when every problem was measured and none is a finding; otherwise the
+  verdict names what could not be measured and what would measure it.
+
+Recorded runs calibrate the noise; they never set where a finding starts. The threshold is
+:data:`MIN_SHARE`, stated here.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from workshop.analysis.diagnose.costs import (
+    DEFAULT_CYCLE_MS,
+    Cost,
+    cache_cost,
+    comm_cost,
+    cycle_cost,
+    fusion_cost,
+    input_cost,
+    lr_cost,
+    step_ms,
+    straggler_cost,
+)
+from workshop.analysis.diagnose.measures import core_sharing
+
+if TYPE_CHECKING:
+    from workshop.readers.timeline import Timeline
+
+__all__ = [
+    "HOROVOD_DEFAULTS",
+    "MIN_SHARE",
+    "PROBLEMS",
+    "TIMED",
+    "QUIET_CORES",
+    "calibrate",
+    "calibration_problems",
+    "costs",
+    "horovod_settings",
+    "judge",
+    "timeline_step_ms",
+]
+
+#: A finding saves at least this share of a step: below a tenth, a fix is not worth a
+#: learner's first hour, and a tenth lies above what every estimator shows on the healthy
+#: calibration runs of data/diagnose/calibration.json (their largest: its ``noise``).
+MIN_SHARE = 0.10
+
+#: The problems, in the order ties are broken. ``TIMED`` are judged by the time their fix
+#: saves; ``lr_not_scaled`` and ``oversubscribed`` are a rule broken (accuracy, shared cores).
+PROBLEMS = (
+    "crashed",
+    "straggler",
+    "long_cycle_time",
+    "fusion_off",
+    "cache_off",
+    "small_batch",
+    "input_pipeline",
+    "oversubscribed",
+    "lr_not_scaled",
+)
+TIMED = (
+    "straggler",
+    "long_cycle_time",
+    "fusion_off",
+    "cache_off",
+    "small_batch",
+    "input_pipeline",
+)
+
+#: A found problem that distorts another's estimate: a straggler's core is shared with other
+#: work (or its cause is unknown), so its own allreduces and Horovod's background thread run
+#: slowly too, and the least-waiting rank (the straggler) waits for communication that a
+#: core of its own would not make it wait: communication-bound is then no finding of its own.
+EXPLAINS = {"straggler": ("small_batch",)}
+
+#: Horovod 0.28.1's defaults of the settings the diagnosis reads (horovod/common/common.h and
+#: operations.cc: cycle 1 ms, fusion 128 MiB, cache capacity 1024).
+HOROVOD_DEFAULTS = {
+    "cycle_time_ms": DEFAULT_CYCLE_MS,
+    "fusion_threshold_bytes": 128 * 1024 * 1024,
+    "cache_capacity": 1024,
+}
+#: horovodrun's flags and Horovod's variables for them (horovod/runner/common/util/
+#: config_parser.py: the flags become these variables in the ranks' environment).
+_FLAGS = {
+    "--cycle-time-ms": ("cycle_time_ms", float),
+    "--fusion-threshold-mb": ("fusion_threshold_bytes", lambda v: float(v) * 1024 * 1024),
+    "--cache-capacity": ("cache_capacity", int),
+}
+_VARIABLES = {
+    "HOROVOD_CYCLE_TIME": ("cycle_time_ms", float),
+    "HOROVOD_FUSION_THRESHOLD": ("fusion_threshold_bytes", float),
+    "HOROVOD_CACHE_CAPACITY": ("cache_capacity", int),
+}
+
+
+def horovod_settings(record: dict) -> dict[str, Any]:
+    """The Horovod settings a run ran with: run.json's ``horovod_settings`` (what the ranks'
+    environment held, written by ``workshop run``), else what its launch command and recorded
+    environment set, over Horovod's defaults. A value is None where nothing says (a timeline
+    without its run.json).
+
+    >>> horovod_settings({"launch_command": ["horovodrun", "--cycle-time-ms", "50"],
+    ...                   "env": {}})["cycle_time_ms"]
+    50.0
+    >>> horovod_settings({})["cycle_time_ms"] is None
+    True
+    """
+    if not record:
+        return {key: None for key in HOROVOD_DEFAULTS} | {"source": None}
+    out: dict[str, Any] = dict(HOROVOD_DEFAULTS)
+    source = "Horovod's defaults"
+    recorded = record.get("horovod_settings") or {}
+    env = {**(record.get("env") or {}), **recorded}
+    command = record.get("launch_command") or []
+    if isinstance(command, str):
+        command = shlex.split(command)
+    for i, word in enumerate(command[:-1]):
+        if word in _FLAGS:
+            key, convert = _FLAGS[word]
+            try:
+                out[key], source = convert(command[i + 1]), "the launch command"
+            except ValueError:
+                continue
+    for variable, (key, convert) in _VARIABLES.items():
+        if variable in env:
+            try:
+                out[key], source = convert(env[variable]), "the ranks' environment"
+            except ValueError:  # not a number: Horovod would not read it either
+                continue
+    return out | {"source": source}
+
+
+def timeline_step_ms(tl: Timeline | None) -> float:
+    """The median step from the timeline's gradient negotiations, ms (NaN without)."""
+    if tl is None or tl.spans.empty:
+        return math.nan
+    from workshop.analysis.timeline import step_starts
+
+    starts = step_starts(tl.spans)
+    if len(starts) < 3:
+        return math.nan
+    return float(starts["dur_us"].iloc[1:-1].median() / 1e3)
+
+
+def costs(
+    record: dict, metrics: pd.DataFrame, steps: pd.DataFrame, tl: Timeline | None
+) -> list[Cost]:
+    """Every problem's :class:`~.costs.Cost` on one run, in :data:`PROBLEMS` order (without
+    ``crashed``, which is the run's status)."""
+    settings = horovod_settings(record)
+    has_steps = steps is not None and len(steps) > 0
+    empty = pd.DataFrame(columns=["rank", "step", "data_s", "compute_s", "wait_s", "step_s"])
+    steps = steps if has_steps else empty
+    straggler = straggler_cost(record, steps)
+    cycle = cycle_cost(settings, steps, tl)
+    fusion = fusion_cost(settings, tl)
+    cache = cache_cost(settings, tl)
+    explained = sum(
+        c.saving_ms for c in (cycle, fusion, cache) if c.measured and not math.isnan(c.saving_ms)
+    )
+    out = [straggler, cycle, fusion, cache, comm_cost(steps, explained), input_cost(steps)]
+    out.append(_oversubscribed(record, steps))
+    out.append(lr_cost(record, metrics))
+    return out
+
+
+def _oversubscribed(record: dict, steps: pd.DataFrame) -> Cost:
+    sharing = core_sharing(record)
+    if sharing.empty:
+        return Cost("oversubscribed", False, missing="run.json's np and the host's cores")
+    worst = sharing.sort_values("threads_per_core", ascending=False).iloc[0]
+    return Cost(
+        "oversubscribed",
+        True,
+        math.nan,
+        math.nan,
+        None,
+        {k: worst[k] for k in ("host", "ranks", "threads_per_rank", "cores", "threads_per_core")},
+    )
+
+
+def calibrate(runs: dict[str, tuple[float, list[Cost]]]) -> pd.DataFrame:
+    """Each estimator's noise: the savings it shows on healthy runs, as a share of their step.
+
+    Args:
+        runs: run name -> (its step in ms, its :func:`costs`).
+
+    Returns:
+        One row per timed estimator (``problem``, ``estimator``): ``runs``, ``min``,
+        ``median``, ``max`` (shares of a step).
+    """
+    rows = []
+    for step, found in runs.values():
+        for c in found:
+            if c.problem in TIMED and c.measured and step > 0:
+                rows.append(
+                    {"problem": c.problem, "estimator": c.estimator, "share": c.saving_ms / step}
+                )
+    if not rows:
+        return pd.DataFrame(columns=["problem", "estimator", "runs", "min", "median", "max"])
+    table = pd.DataFrame(rows).groupby(["problem", "estimator"])["share"]
+    return table.agg(runs="size", min="min", median="median", max="max").reset_index()
+
+
+def _noise(noise: pd.DataFrame, cost: Cost) -> float:
+    if noise is None or noise.empty:
+        return 0.0
+    hit = noise[(noise["problem"] == cost.problem) & (noise["estimator"] == cost.estimator)]
+    return float(hit["max"].iloc[0]) if len(hit) else 0.0
+
+
+def judge(
+    record: dict,
+    metrics: pd.DataFrame,
+    steps: pd.DataFrame,
+    tl: Timeline | None,
+    noise: pd.DataFrame,
+) -> dict[str, Any]:
+    """The diagnosis of one run.
+
+    Args:
+        record: run.json as a dict (``{}`` for a timeline without its run directory).
+        metrics, steps: ``read_metrics`` and ``read_step_times`` (may be empty).
+        tl: the run's timeline, or None.
+        noise: :func:`calibrate` of the healthy calibration runs.
+
+    Returns:
+        ``step_ms``; ``costs``: one dict per problem (``problem``, ``measured``,
+        ``saving_ms``, ``uncertainty_ms`` (the run's own), ``noise_share`` (the estimator's on
+        healthy runs), ``share`` (saving / step), ``finding``, ``rank``, ``numbers``,
+        ``missing``, ``estimator``); ``findings``: the problems found, in the order above;
+        ``not_measured``; ``healthy``; ``settings``.
+    """
+    found = costs(record, metrics, steps, tl)
+    step = step_ms(steps) if steps is not None and len(steps) else math.nan
+    if math.isnan(step):
+        step = timeline_step_ms(tl)
+    rows = []
+    for c in found:
+        noise_share = _noise(noise, c) if c.problem in TIMED else 0.0
+        share = c.saving_ms / step if step and not math.isnan(step) else math.nan
+        finding = False
+        if c.measured and c.problem in TIMED and not math.isnan(share):
+            # beyond chance even at the low end of its own uncertainty
+            low = c.saving_ms - (0.0 if math.isinf(c.uncertainty_ms) else c.uncertainty_ms)
+            finding = (
+                share >= MIN_SHARE
+                and low > noise_share * step
+                and not math.isinf(c.uncertainty_ms)
+            )
+        elif c.measured and c.problem == "lr_not_scaled":
+            finding = c.numbers["lr_ratio"] < LR_RULE_RATIO
+        elif c.measured and c.problem == "oversubscribed":
+            finding = c.numbers["threads_per_core"] > 1
+        rows.append(
+            {
+                "problem": c.problem,
+                "measured": c.measured,
+                "saving_ms": c.saving_ms,
+                "uncertainty_ms": c.uncertainty_ms,
+                "noise_share": noise_share,
+                "share": share,
+                "finding": bool(finding),
+                "rank": c.rank,
+                "numbers": c.numbers,
+                "missing": c.missing,
+                "estimator": c.estimator,
+            }
+        )
+    found_problems = {r["problem"] for r in rows if r["finding"]}
+    for cause, explained in EXPLAINS.items():
+        if cause in found_problems:
+            for r in rows:
+                if r["problem"] in explained and r["finding"]:
+                    r["finding"], r["explained_by"] = False, cause
+    crashed = record.get("status") not in (None, "ok")
+    timed = sorted(
+        (r for r in rows if r["finding"] and r["problem"] in TIMED),
+        key=lambda r: (-r["saving_ms"], PROBLEMS.index(r["problem"])),
+    )
+    rules = [r for r in rows if r["finding"] and r["problem"] not in TIMED]
+    findings = (["crashed"] if crashed else []) + [r["problem"] for r in timed + rules]
+    not_measured = [r["problem"] for r in rows if not r["measured"]]
+    return {
+        "step_ms": step,
+        "costs": rows,
+        "findings": findings,
+        "not_measured": not_measured,
+        "healthy": not findings and not not_measured,
+        "settings": horovod_settings(record),
+        "min_share": MIN_SHARE,
+    }
+
+
+#: An LR more than a fifth below the linear rule's (0.8x) is called unscaled: the square-root
+#: rule at 2 ranks gives 0.71x, at 4 ranks 0.5x; the linear rule is what the workshop teaches
+#: (lesson 07) and what ``workshop run --lr-scaling linear`` (its default) applies.
+LR_RULE_RATIO = 0.8
+
+
+#: Other work beside the ranks (run.json's ``other_work_cores``) above which a run is not a
+#: healthy calibration run: the recording path's quiet gate allows 0.05 cores
+#: (workshop/launch/quiet.py); twice that still means nothing else ran.
+QUIET_CORES = 0.1
+
+
+def calibration_problems(record: dict) -> list[str]:
+    """Why a recorded run cannot calibrate the noise: each problem the diagnosis names that
+    the run's own record shows (a Horovod setting off its default, an unscaled LR, other work
+    beside the ranks, or no record of it, a run that did not end well, more threads than
+    cores). Empty for a run fit to calibrate.
+
+    >>> calibration_problems({"status": "ok", "other_work_cores": 0.02, "env": {},
+    ...     "launch_command": ["horovodrun", "--cache-capacity", "0"], "config": {"np": 2}})
+    ['cache_capacity 0 (Horovod default 1024)']
+    """
+    out = []
+    if record.get("status") != "ok":
+        out.append(f"status {record.get('status')}")
+    settings = horovod_settings(record)
+    for key, default in HOROVOD_DEFAULTS.items():
+        if settings.get(key) != default:
+            out.append(f"{key} {settings.get(key):g} (Horovod default {default:g})")
+    cores = record.get("other_work_cores")
+    if cores is None:
+        out.append("other work beside the ranks not recorded (other_work_cores)")
+    elif cores > QUIET_CORES:
+        out.append(f"other work beside the ranks: {cores:g} cores (> {QUIET_CORES:g})")
+    if (record.get("config") or {}).get("lr_scaling") == "none":
+        out.append("lr_scaling none")
+    sharing = core_sharing(record)
+    if len(sharing) and (sharing["threads_per_core"] > 1).any():
+        out.append("more threads than cores")
+    return out
