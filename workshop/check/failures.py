@@ -167,6 +167,10 @@ def explain_crash(
         mine = [line for line in output.splitlines() if line.startswith(f"[{rank}]")]
         output = "\n".join(mine) or output
     found = explain_horovod_error(error, style)
+    if style == "ddp":
+        from workshop.check.ddp_failures import explain_ddp_error
+
+        found = found or explain_ddp_error(error, output)
     for rule in _RULES:
         found = found or rule(error, output)
     return "What happened: " + found + "." if found else None
@@ -280,6 +284,17 @@ def crash_report(
         first = found["consequences"][0]["rank"]
         shutdown = explain_shutdown(observations, first, np)
         explained = f"What happened: {shutdown}." if shutdown else None
+    if style == "ddp":
+        from workshop.check.ddp_failures import explain_ddp_consequence
+
+        consequence = explain_ddp_consequence(observations, output)
+        if consequence and how != "raised":
+            explained = f"What happened: {consequence}." + (f"\n{explained}" if explained else "")
+        elif consequence and "ChildFailedError" in consequence:
+            explained = (explained + "\n" if explained else "") + (
+                "torchrun's ChildFailedError only says that a rank failed: the cause is rank "
+                f"{rank}'s own error above."
+            )
     # the traceback of the rank that raised, else of the first rank that failed after it
     consequence_errors = [e["error"] for e in found["consequences"] if e.get("error")]
     error = error or next(iter(consequence_errors), None)

@@ -260,9 +260,12 @@ def check_script(
     horovodrun = None if launcher == "ddp" else find_horovodrun()
     script = script.resolve()
     env = os.environ | rank_env(np)
-    # Not TORCH_DISTRIBUTED_DEBUG=DETAIL for DDP scripts: with torch 2.14 and Gloo on this CPU
-    # a correct 2-rank DDP script ends in SIGSEGV on both ranks under it (plain torchrun too).
-    if launcher is None:
+    if launcher == "ddp":
+        # INFO: DDP's unused-parameter error names the parameters. Not DETAIL: with torch
+        # 2.14 and Gloo on a CPU, a correct 2-rank DDP script ends in SIGSEGV on both ranks
+        # under it (plain torchrun too).
+        env |= {"TORCH_DISTRIBUTED_DEBUG": env.get("TORCH_DISTRIBUTED_DEBUG") or "INFO"}
+    elif launcher is None:
         say(f"workshop check: {script.name} uses neither Horovod nor torch.distributed; {TAKES}")
     how = "torchrun, Gloo" if launcher == "ddp" else "horovodrun --gloo"
     workdir = Path(tempfile.mkdtemp(prefix="workshop-check-"))

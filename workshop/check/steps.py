@@ -16,6 +16,11 @@ from __future__ import annotations
 import itertools
 
 
+def _ddp(ranks: list[dict]) -> bool:
+    """The ranks ran a PyTorch DDP script (``init_process_group``), not a Horovod one."""
+    return any((r.get("init") or {}).get("framework") == "ddp" for r in ranks)
+
+
 def split_epochs(observed: dict) -> tuple[list[list[str]], str]:
     """One rank's training samples cut into epochs, and how the cuts were found.
 
@@ -167,6 +172,10 @@ def join_cover(ranks: list[dict]) -> str | None:
         if e == 0
     )
     where, unit = _where_joined(ranks)
+    # DDP's Join (torch 2.14, torch/distributed/algorithms/join.py) shadows the allreduces of
+    # the ranks still training; DDP divides by the initial world size (divide_by_initial_
+    # world_size=True, torch/nn/parallel/distributed.py), so the joined ranks count as zeros.
+    join = "DDP's Join (with model.join():)" if _ddp(ranks) else "hvd.join"
     covered = []
     for r, x, e in zip(ranks, rounds, extra, strict=True):
         if e == 0:
@@ -182,13 +191,13 @@ def join_cover(ranks: list[dict]) -> str | None:
         covered.append(f"rank {r['env_rank']}'s {e} extra step{'s' if e != 1 else ''}{detail}")
     text = (
         f"the ranks made different numbers of optimizer steps ({steps}) and every rank called "
-        f"hvd.join {where}: "
+        f"{join} {where}: "
         + (f"{joined}; " if joined else "")
-        + f"hvd.join covered {' and '.join(covered)}, averaged with zeros from the ranks that "
+        + f"{join} covered {' and '.join(covered)}, averaged with zeros from the ranks that "
         "had joined"
     )
     finals = [r.get("final_params") for r in ranks]
-    if all(finals) and len({tuple(p[0] for p in f) for f in finals}) > 1:
+    if all(finals) and len({tuple(p[0] for p in f) for f in finals}) > 1 and not _ddp(ranks):
         text += (
             "; the ranks that joined did not apply those steps, so the parameters differ "
             "between ranks at the end (keep rank 0's model, or after each join broadcast from "
@@ -216,6 +225,8 @@ def unequal_steps(ranks: list[dict]) -> str | None:
     if join_cover(ranks) is not None:
         return None
     counts = [max(len(r.get("steps") or []), r.get("steps_started", 0)) for r in ranks]
+    if _ddp(ranks):  # a DDP rank waits inside backward(), before its step begins
+        counts = [max(c, len(r.get("batches") or [])) for c, r in zip(counts, ranks, strict=True)]
     per_rank = [_epoch_batches(r) for r in ranks]
     finished = [r.get("status", "ok") == "ok" for r in ranks]
     uneven = all(finished) and len(set(counts)) > 1
@@ -244,10 +255,14 @@ def unequal_steps(ranks: list[dict]) -> str | None:
             f"rank {r['env_rank']} {batches[0]} steps per epoch ({samples[0]:,} samples)"
             for r, (batches, samples, _) in zip(ranks, per_rank, strict=True)
         )
-        text += (
-            f": per epoch {epochs}, unequal shards; Horovod pairs collectives by name, so one "
-            "rank's extra step is averaged with another rank's next step, and at the end a "
-            "rank waits for ranks that have finished (a crash: 'Horovod has been shut down', "
+        why = (
+            "DDP allreduces every backward()'s gradients, so the rank with more batches waits "
+            "in backward() for a rank that has finished (a crash: 'Connection closed by peer', "
             "or a hang)"
+            if _ddp(ranks)
+            else "Horovod pairs collectives by name, so one rank's extra step is averaged with "
+            "another rank's next step, and at the end a rank waits for ranks that have "
+            "finished (a crash: 'Horovod has been shut down', or a hang)"
         )
+        text += f": per epoch {epochs}, unequal shards; {why}"
     return text

@@ -47,8 +47,7 @@ def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
             f"step {k}: gradients differ on {differ} of {total} tensors "
             f"(gradient norm {norms} on ranks {names}); they differ at {len(bad)} of {steps} "
             "steps, so each rank applied its "
-            f"own gradients ({reduced} tensors allreduced in all): wrap the optimizer "
-            "in hvd.DistributedOptimizer (or the tape in hvd.DistributedGradientTape)",
+            f"own gradients ({reduced} tensors allreduced in all)",
         )
     tensors = len(ranks[0]["steps"][0]["grads"])
     mean = "" if compared is None else ", each the mean of the ranks' own gradients"
