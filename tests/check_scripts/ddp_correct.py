@@ -3,7 +3,7 @@
 ``init_process_group("gloo")`` (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR),
 ``DistributedDataParallel`` (it broadcasts rank 0's parameters at construction: each rank
 seeds differently on purpose), ``DistributedSampler`` with ``set_epoch`` (``--no-set-epoch``:
-the near miss, the same shuffle every epoch), the LR scaled by the world size, a rank-0
+the near miss, the same shuffle every epoch; ``--no-init``: no ``init_process_group`` at all), the LR scaled by the world size, a rank-0
 checkpoint. Fixture of tests/test_check_ddp.py (it does not import workshop).
 """
 
@@ -19,9 +19,11 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=4, help="at most this many steps per epoch")
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--no-set-epoch", action="store_true")
+parser.add_argument("--no-init", action="store_true", help="forget init_process_group")
 args = parser.parse_args()
 
-dist.init_process_group("gloo")
+if not args.no_init:
+    dist.init_process_group("gloo")
 torch.set_num_threads(1)
 torch.manual_seed(1000 + dist.get_rank())
 

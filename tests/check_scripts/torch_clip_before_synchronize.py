@@ -38,9 +38,10 @@ for xb, yb in loader:
     loss_fn(model(xb), yb).backward()
     if args.synchronize_first or args.change_on_rank_1:
         optimizer.synchronize()
-        if args.change_on_rank_1 and hvd.rank() == 1:
-            for p in model.parameters():
-                p.grad.mul_(2.0)
+        if args.change_on_rank_1:
+            if hvd.rank() == 1:
+                for p in model.parameters():
+                    p.grad.mul_(2.0)
         else:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.01)
         with optimizer.skip_synchronize():

@@ -241,7 +241,8 @@ def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> None:
     ``gradient_as_bucket_view``)."""
     import weakref
 
-    hooked = weakref.WeakSet()
+    # id -> weak reference (a WeakSet would compare tensors with ==, elementwise)
+    hooked: dict[int, weakref.ref] = {}
     original = optimizer_cls.add_param_group
 
     def local(param):
@@ -257,8 +258,9 @@ def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> None:
     def add_param_group(self, param_group):
         result = original(self, param_group)
         for param in self.param_groups[-1]["params"]:
-            if param.requires_grad and param not in hooked:
-                hooked.add(param)
+            seen = hooked.get(id(param))
+            if param.requires_grad and (seen is None or seen() is not param):
+                hooked[id(param)] = weakref.ref(param)
                 param.register_post_accumulate_grad_hook(hook)
         return result
 

@@ -88,6 +88,17 @@ def _reduced_with(ranks: list[dict], op: str) -> str:
     return f" (op={op}: {plural(seen['count'], 'allreduce')}{via}{at})"
 
 
+def _same_on_every_rank(ranks: list[dict], compared: list[MeanStep]) -> str:
+    """``identical on every rank at K of S steps`` of the applied gradients' hashes."""
+    pairs = paired_steps(ranks)
+    same = sum(
+        1
+        for pair in pairs
+        if not differing([r["steps"][i]["grads"] for r, i in zip(ranks, pair, strict=True)])[0]
+    )
+    return f"the applied gradients identical on every rank at {same} of {len(pairs)} steps"
+
+
 def _against_the_mean(ranks: list[dict], compared: list[MeanStep], style: str) -> Check | None:
     """A FAIL when a step applied anything but the mean of the ranks' own gradients (or a clip
     raced the reduction), naming the mechanism; None when every step applied the mean."""
@@ -109,8 +120,9 @@ def _against_the_mean(ranks: list[dict], compared: list[MeanStep], style: str) -
             f"{clip['where'] or 'the script'}: {clip['how']} ran before step {clip['step']} "
             f"while {plural(clip['reducing'], 'gradient reduction')} were still in flight "
             "(Horovod reduces in the background from backward() until the optimizer's "
-            f"synchronize()): {effect}; a clip there scales a partial reduction on each rank, "
-            "so the ranks apply different gradients and their models drift apart",
+            f"synchronize()): {effect}, {_same_on_every_rank(ranks, compared)}; a clip there "
+            "races the reduction: depending on timing it scales each rank's own gradient, a "
+            "partial sum or nothing, so the ranks may apply different gradients and drift apart",
             fix=MEAN_FIXES["clip"][style],
         )
     if not bad:
@@ -119,6 +131,25 @@ def _against_the_mean(ranks: list[dict], compared: list[MeanStep], style: str) -
     off_ranks = [r for r, off in zip(ranks, first.off, strict=True) if off]
     if all(own == off for own, off in zip(first.own, first.off, strict=True)):
         return None  # each rank applied its own gradient: the verdict on differing hashes
+    common = all(
+        len(set(s.off)) == 1 and max(s.factor) - min(s.factor) <= MEAN_REL_TOL * max(s.factor)
+        for s in bad
+    )
+    if common and not all(abs(f - n) <= MEAN_REL_TOL * n for f in first.factor):
+        after = [c for c in ranks[0].get("clips") or [] if not c.get("reducing")]
+        how = (
+            f"clipped after the reduction ({after[0]['where']})"
+            if after
+            else "scaled after the reduction, or before it alike on every rank"
+        )
+        reduced = ranks[0]["steps"][-1]["allreduces"]
+        return Check(
+            True,
+            f"at {len(bad)} of {len(compared)} steps every rank applied the same multiple of "
+            f"the mean of the ranks' own gradients (step {first.step}: "
+            f"{_factors(first, ranks)}): {how}, the same on every rank, so the ranks stay in "
+            f"step; at the other steps, the mean ({reduced} tensors allreduced)",
+        )
     if len(off_ranks) == n and all(abs(f - n) <= MEAN_REL_TOL * n for f in first.factor):
         op = _reduced_with(ranks, "Sum")
         return Check(
