@@ -3,8 +3,9 @@
 ``init_process_group("gloo")`` (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR),
 ``DistributedDataParallel`` (it broadcasts rank 0's parameters at construction: each rank
 seeds differently on purpose), ``DistributedSampler`` with ``set_epoch`` (``--no-set-epoch``:
-the near miss, the same shuffle every epoch; ``--no-init``: no ``init_process_group`` at all), the LR scaled by the world size, a rank-0
-checkpoint. Fixture of tests/test_check_ddp.py (it does not import workshop).
+the near miss, the same shuffle every epoch), the LR scaled by the world size, a rank-0
+checkpoint; ``--no-init``: no ``init_process_group`` at all. Fixture of
+tests/test_check_ddp.py (it does not import workshop).
 """
 
 import argparse
