@@ -2,6 +2,8 @@
 
     workshop timeline report FILE               a diagnosis in words, with numbers
     workshop timeline summary FILE [--json]     the key numbers (one JSON object with --json)
+    workshop timeline slice FILE (--steps A:B | --window-us S:E) [-o OUT]
+                                                a valid timeline of some steps, for a viewer
     workshop timeline repair FILE -o OUT [--start-us A] [--end-us B]
                                                 a valid, closed copy for chrome://tracing
 
@@ -24,7 +26,7 @@ def register(subparsers: Any) -> None:
     """Add ``workshop timeline`` and its sub-commands."""
     parser = subparsers.add_parser(
         "timeline",
-        help="analyse a Horovod timeline (report, summary, repair)",
+        help="analyse a Horovod timeline (report, summary, slice, repair)",
         description="Read a Horovod timeline (HOROVOD_TIMELINE) and report what it shows.",
     )
     sub = parser.add_subparsers(dest="timeline_command", metavar="ACTION")
@@ -38,6 +40,27 @@ def register(subparsers: Any) -> None:
     summary.add_argument("file", help="timeline.json (plain or .gz) or a run directory")
     summary.add_argument("--json", action="store_true", help="print one JSON object")
     summary.set_defaults(func=_summary)
+
+    cut = sub.add_parser(
+        "slice",
+        help="write some steps (or a time window) as a timeline a trace viewer opens",
+        description="Write the spans, ticks and cycle marks of some training steps (or of a "
+        "time window) as a new, valid timeline, in one pass over a file of any size: spans "
+        "that cross the window's edges are closed at them, tensor names are kept. Open the "
+        "result in https://ui.perfetto.dev ('Open trace file': it stays on your machine).",
+    )
+    cut.add_argument("file", help="timeline.json (plain or .gz) or a run directory")
+    which = cut.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--steps", metavar="A:B", help="training steps A to B-1 (0-based; e.g. 10:12)"
+    )
+    which.add_argument(
+        "--window-us", metavar="S:E", help="timeline microseconds S to E (inclusive)"
+    )
+    cut.add_argument(
+        "-o", "--output", help="new file to write (default: here, named after FILE and the window)"
+    )
+    cut.set_defaults(func=_slice)
 
     repair = sub.add_parser(
         "repair", help="write a valid, closed copy that chrome://tracing and Perfetto load"
@@ -125,13 +148,86 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
-def _repair(args: argparse.Namespace) -> int:
-    from workshop.readers.timeline import write_timeline
+def _slice(args: argparse.Namespace) -> int:
+    from workshop.readers.timeline.model import TimelineFormatError
+    from workshop.readers.timeline.read import timeline_path
+    from workshop.readers.timeline.steps import step_window
 
-    out = Path(args.output)
-    if out.exists():
-        print(f"workshop timeline repair: {out} exists; nothing was overwritten", file=sys.stderr)
+    what = "--steps" if args.steps is not None else "--window-us"
+    pair = _pair(args.steps if args.steps is not None else args.window_us)
+    if pair is None:
+        print(f"workshop timeline slice: {what} expects A:B with integers A <= B", file=sys.stderr)
         return 2
+    try:
+        path = timeline_path(args.file)
+        if args.steps is not None:
+            window = step_window(path, *pair)
+            lo, hi = window.start_us, window.end_us
+            label = f"steps-{pair[0]}-{pair[1]}"
+            said = (
+                f"steps {pair[0]} to {pair[1] - 1} of {window.steps}, marked by tensor "
+                f"{window.tensor}: {lo} to {hi} us"
+            )
+        else:
+            lo, hi = pair
+            label, said = f"window-{lo}-{hi}", f"{lo} to {hi} us"
+    except (FileNotFoundError, TimelineFormatError, ValueError, PermissionError) as exc:
+        print(f"workshop timeline slice: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.output) if args.output else Path(f"{_stem(path)}.{label}.json")
+    return _write_window(path, out, lo, hi, said, "slice")
+
+
+def _pair(text: str) -> tuple[int, int] | None:
+    """``A:B`` as two integers with A <= B, or None."""
+    a, sep, b = text.partition(":")
+    try:
+        pair = int(a), int(b)
+    except ValueError:
+        return None
+    return pair if sep and pair[0] <= pair[1] else None
+
+
+def _stem(path: Path) -> str:
+    name = path.name.removesuffix(".gz")
+    return name.removesuffix(".json")
+
+
+def _write_window(
+    path: Path, out: Path, lo: int | None, hi: int | None, said: str, cmd: str
+) -> int:
+    """Write the window with :func:`slice_file`, printing what was written; 0, or 2 after a
+    message naming the file."""
+    from workshop.readers.timeline.model import TimelineFormatError
+    from workshop.readers.timeline.slicing import slice_file
+
+    size = path.stat().st_size if path.is_file() else 0
+    try:
+        counts = slice_file(
+            path,
+            out,
+            start_us=lo,
+            end_us=hi,
+            progress=size > PROGRESS_BYTES and sys.stderr.isatty(),
+        )
+    except FileExistsError:
+        print(f"workshop timeline {cmd}: {out} exists; nothing was overwritten", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, TimelineFormatError, ValueError, PermissionError) as exc:
+        print(f"workshop timeline {cmd}: {exc}", file=sys.stderr)
+        return 2
+    for w in counts["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    print(
+        f"wrote {out} ({said}); {counts['events']} records ({counts['spans']} spans, "
+        f"{counts['ticks']} ticks, {counts['cycles']} cycle marks, {counts['tensors']} tensors); "
+        "open it in https://ui.perfetto.dev ('Open trace file': the file stays on this machine) "
+        "or chrome://tracing"
+    )
+    return 0
+
+
+def _repair(args: argparse.Namespace) -> int:
     if args.start_us is not None and args.end_us is not None and args.end_us < args.start_us:
         print(
             f"workshop timeline repair: --end-us {args.end_us} is before --start-us "
@@ -139,13 +235,17 @@ def _repair(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    tl = _read(args.file)
-    if tl is None:
+    out = Path(args.output)
+    if out.exists():
+        print(f"workshop timeline repair: {out} exists; nothing was overwritten", file=sys.stderr)
         return 2
-    counts = write_timeline(tl, out, start_us=args.start_us, end_us=args.end_us)
-    print(
-        f"wrote {out}: {counts['events']} records ({counts['spans']} spans, {counts['ticks']} "
-        f"ticks, {counts['cycles']} cycle marks, {counts['tensors']} tensors); open it in "
-        "chrome://tracing or https://ui.perfetto.dev"
-    )
-    return 0
+    from workshop.readers.timeline.read import timeline_path
+
+    try:
+        path = timeline_path(args.file)
+    except FileNotFoundError as exc:
+        print(f"workshop timeline repair: {exc}", file=sys.stderr)
+        return 2
+    lo = "start" if args.start_us is None else f"{args.start_us} us"
+    hi = "end" if args.end_us is None else f"{args.end_us} us"
+    return _write_window(path, out, args.start_us, args.end_us, f"{lo} to {hi}", "repair")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 from workshop.readers.timeline.events import Events
@@ -117,7 +117,7 @@ def event_batches(
     progress: bool,
     *,
     batch_bytes: int | None = BATCH_BYTES,
-) -> tuple[Reader, Iterator[Events]]:
+) -> tuple[Reader, Generator[Events]]:
     """The event records of ``src`` in file order, a batch of about ``batch_bytes`` of data at a
     time (None: all in one batch; see :func:`~.stitch.scan_batches`), and the reader's state,
     complete once the batches are (arguments as :func:`scan_events`).
@@ -135,7 +135,7 @@ def event_batches(
 
 def _batches(
     rd: Reader, body_lo: int | None, cut_at: int | None, progress: bool, batch_bytes: int | None
-) -> Iterator[Events]:
+) -> Generator[Events]:
     if body_lo is None:
         rd.warn("empty file: no events")
         yield Events.empty()

@@ -92,54 +92,79 @@ def _span_records(sp: pd.DataFrame, lo: int, hi: int) -> list[Record]:
         in_file = e_seq[i] >= 0 and end[i] <= hi
         e_key = (FILE_ORDER, int(e_seq[i])) if in_file else (CLOSED_AT_END, -int(seq[i]))
         name = json.dumps(str(names[i]) if isinstance(names[i], str) else "")
-        records.append((*b_key, f'{{"ph": "B", "name": {name}, "ts": {b_ts}, "pid": {p}}}'))
+        records.append((*b_key, begin_record(name, b_ts, p)))
         args = ""
         if isinstance(dtypes[i], str):
-            shape = json.dumps(str(shapes[i]) if isinstance(shapes[i], str) else "")
-            args = f', "args": {{"dtype": {json.dumps(dtypes[i])}, "shape": {shape}}}'
-        records.append((*e_key, f'{{"ph": "E", "ts": {e_ts}, "pid": {p}{args}}}'))
+            shape = str(shapes[i]) if isinstance(shapes[i], str) else ""
+            args = end_args(json.dumps(dtypes[i]), json.dumps(shape))
+        records.append((*e_key, end_record(e_ts, p, args)))
     return records
 
 
 def _tick_records(tk: pd.DataFrame) -> list[Record]:
     return [
-        (
-            FILE_ORDER,
-            int(s),
-            f'{{"ph": "X", "name": "{int(rank)}", "ts": {int(ts)}, "pid": {int(p)}, "dur": 0}}',
-        )
+        (FILE_ORDER, int(s), tick_record(int(rank), int(ts), int(p)))
         for ts, s, p, rank in zip(tk["ts_us"], tk["seq"], tk["pid"], tk["rank"], strict=True)
     ]
 
 
 def _cycle_records(cy: pd.DataFrame) -> list[Record]:
     return [
-        (FILE_ORDER, int(s), f'{{"ph": "i", "name": "CYCLE_START", "ts": {int(ts)}, "s": "g"}}')
+        (FILE_ORDER, int(s), cycle_record(int(ts)))
         for ts, s in zip(cy["start_us"], cy["seq"], strict=True)
     ]
 
 
 def _metadata_records(tensors: pd.DataFrame, epoch_us: int | None) -> list[str]:
     """The ``M`` records: pid 0's start time, then each tensor's name and sort index."""
-    meta = []
-    if epoch_us is not None:
-        meta.append(
-            '{"name": "process_name", "ph": "M", "pid": 0, '
-            f'"args": {{"start_time_since_epoch_in_micros": {int(epoch_us)}}}}}'
-        )
-        meta.append(
-            '{"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}}'
-        )
+    meta = [] if epoch_us is None else epoch_records(int(epoch_us))
     for p, name, idx in zip(tensors["pid"], tensors["tensor"], tensors["sort_index"], strict=True):
-        meta.append(
-            f'{{"name": "process_name", "ph": "M", "pid": {int(p)}, '
-            f'"args": {{"name": {json.dumps(str(name))}}}}}'
-        )
-        meta.append(
-            f'{{"name": "process_sort_index", "ph": "M", "pid": {int(p)}, '
-            f'"args": {{"sort_index": {int(idx)}}}}}'
-        )
+        meta += tensor_records(int(p), str(name), int(idx))
     return meta
+
+
+# Horovod's layout of each record (horovod/common/timeline.cc), names JSON-escaped; the
+# streaming slice (:mod:`.slicing`) writes the same.
+
+
+def begin_record(name_json: str, ts: int, pid: int) -> str:
+    return f'{{"ph": "B", "name": {name_json}, "ts": {ts}, "pid": {pid}}}'
+
+
+def end_args(dtype_json: str, shape_json: str) -> str:
+    """The ``args`` of an op's closing ``E``, to pass to :func:`end_record`."""
+    return f', "args": {{"dtype": {dtype_json}, "shape": {shape_json}}}'
+
+
+def end_record(ts: int, pid: int, args: str = "") -> str:
+    return f'{{"ph": "E", "ts": {ts}, "pid": {pid}{args}}}'
+
+
+def tick_record(rank: int, ts: int, pid: int) -> str:
+    return f'{{"ph": "X", "name": "{rank}", "ts": {ts}, "pid": {pid}, "dur": 0}}'
+
+
+def cycle_record(ts: int) -> str:
+    return f'{{"ph": "i", "name": "CYCLE_START", "ts": {ts}, "s": "g"}}'
+
+
+def epoch_records(epoch_us: int) -> list[str]:
+    """pid 0's two ``M`` records: the start time since the epoch, and its sort index."""
+    return [
+        '{"name": "process_name", "ph": "M", "pid": 0, '
+        f'"args": {{"start_time_since_epoch_in_micros": {epoch_us}}}}}',
+        '{"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}}',
+    ]
+
+
+def tensor_records(pid: int, name: str, sort_index: int) -> list[str]:
+    """A tensor's two ``M`` records: its name, and its sort index."""
+    return [
+        f'{{"name": "process_name", "ph": "M", "pid": {pid}, '
+        f'"args": {{"name": {json.dumps(name)}}}}}',
+        f'{{"name": "process_sort_index", "ph": "M", "pid": {pid}, '
+        f'"args": {{"sort_index": {sort_index}}}}}',
+    ]
 
 
 def _write_new(out: Path, records: list[str]) -> None:
