@@ -1,6 +1,6 @@
-"""The evidence numbers of ``workshop diagnose`` (workshop.analysis.diagnose) and its sentences
-(workshop.findings.diagnose) on small frames whose answers can be worked out by hand, and the
-step-time files' reader."""
+"""The evidence numbers of ``workshop diagnose`` (workshop.analysis.diagnose.measures: what
+lesson 09's learner reads beside the costs) on small frames whose answers can be worked out by
+hand, and the step-time files' reader. The costs and verdicts: tests/test_diagnose_verdicts.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from workshop.analysis import diagnose as d
-from workshop.findings.diagnose import BETWEEN, diagnose, diagnose_lines, verdict_line
 from workshop.readers.runs import read_step_times
 
 
@@ -98,83 +97,9 @@ def evidence_of(**values) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_a_finding_lies_beyond_the_healthy_extreme_by_its_tolerance():
-    # compute_ratio: threshold max(1.1 x 1.25, 1.1 + 0) = 1.375; 1.3 is not a finding, 2.0 is
-    near = d.compare_with_reference(evidence_of(compute_ratio=1.3), REFERENCE)
-    assert near.loc[0, "threshold"] == pytest.approx(1.375) and not near.loc[0, "finding"]
-    far = d.compare_with_reference(evidence_of(compute_ratio=2.0), REFERENCE)
-    assert far.loc[0, "finding"] and far.loc[0, "severity"] == pytest.approx(2.0 / 1.375)
-    # lr_ratio is bad when low: threshold 1.0 / 1.25 = 0.8; 0.125 -> severity 0.8 / 0.125
-    low = d.compare_with_reference(evidence_of(lr_ratio=0.125, compute_ratio=2.0), REFERENCE)
-    assert list(low["measure"]) == ["lr_ratio", "compute_ratio"]  # most severe first
-    assert low.loc[0, "severity"] == pytest.approx(6.4)
-    assert not d.compare_with_reference(evidence_of(lr_ratio=0.9), REFERENCE).loc[0, "finding"]
-
-
 def run_record(**config) -> dict:
     base = {"lr": 0.01, "batch_size": 32, "np": 2, "base_batch_size": None}
     return {"status": "ok", "config": base | config}
-
-
-def test_a_number_beyond_the_healthy_range_is_a_suspicion_in_the_first_line():
-    # issue 49: rank 1 computes 1.25x rank 0 (lower quartiles 12.5 / 10 ms): beyond the healthy
-    # runs' largest 1.1, short of a finding (1.375): not "nothing wrong", but a suspicion with
-    # its number, its rank and what would settle it
-    metrics = pd.DataFrame({"lr": [0.02]})
-    between = diagnose(
-        run_record(), metrics, steps_frame({0: [10] * 6, 1: [12.5] * 6}), None, REFERENCE, "t"
-    )
-    assert between["findings"] == [] and not between["healthy"]
-    assert between["beyond_healthy"] == ["straggler"]
-    assert verdict_line(between) == (
-        "most likely: no finding, but suspect: straggler 1.25 (rank 1), beyond the healthy "
-        "runs' largest 1.1, short of a finding (1.38). To settle it: " + BETWEEN["straggler"]
-    )
-    # near miss: 1.08 lies inside the healthy range (1.0-1.1): nothing wrong, and said so
-    inside = diagnose(
-        run_record(), metrics, steps_frame({0: [10] * 6, 1: [10.8] * 6}), None, REFERENCE, "t"
-    )
-    assert inside["healthy"] and inside["suspects"] == []
-    assert verdict_line(inside).startswith("most likely: nothing wrong: every evidence number")
-
-
-def test_a_setting_without_effect_is_a_note_and_one_with_effect_a_finding():
-    steps = steps_frame({0: [10] * 5, 1: [10.5] * 5})
-    metrics = pd.DataFrame({"lr": [0.02]})  # linear: 0.01 x 64 / 32 = 0.02, ratio 1
-    record = run_record(cache_capacity=0)
-    result = diagnose(record, metrics, steps, None, REFERENCE, "test")
-    assert result["healthy"] and result["findings"] == []
-    assert any("cache_capacity = 0" in n and "a note" in n for n in result["notes"])
-    assert verdict_line(result).startswith("most likely: nothing wrong")
-    # the unscaled LR shows in its number: a finding, with the fix
-    result = diagnose(
-        run_record(lr_scaling="none"), pd.DataFrame({"lr": [0.01]}), steps, None, REFERENCE, "t"
-    )
-    assert not result["healthy"]
-    assert [f["problem"] for f in result["findings"]] == ["lr_not_scaled"]
-    assert result["findings"][0]["value"] == pytest.approx(0.5)
-    assert "--lr-scaling linear" in result["findings"][0]["fix"]
-
-
-def test_the_straggler_verdict_names_the_rank_first():
-    steps = steps_frame({0: [21] * 6, 1: [10] * 6})
-    result = diagnose(run_record(), pd.DataFrame({"lr": [0.02]}), steps, None, REFERENCE, "t")
-    top = result["findings"][0]
-    assert top["problem"] == "straggler" and top["rank"] == 0
-    assert top["value"] == pytest.approx(2.1)
-    lines = diagnose_lines(result)
-    assert lines[0] == "most likely: a straggler, rank 0: rank 0's compute per step is 2.10x " + (
-        "the others'"
-    )
-    assert any("<- finding" in line for line in lines)
-
-
-def test_a_crashed_run_comes_first_whatever_else_it_shows():
-    steps = steps_frame({0: [21] * 6, 1: [10] * 6})
-    record = run_record() | {"status": "failed", "failed_ranks": [1]}
-    result = diagnose(record, pd.DataFrame({"lr": [0.02]}), steps, None, REFERENCE, "t")
-    assert [f["problem"] for f in result["findings"]] == ["crashed", "straggler"]
-    assert "failed rank(s) 1" in result["findings"][0]["evidence"]
 
 
 def test_read_step_times_keeps_a_cut_last_line_and_rejects_a_bad_one(tmp_path):
@@ -206,57 +131,6 @@ def test_read_step_times_keeps_a_cut_last_line_and_rejects_a_bad_one(tmp_path):
     assert read_step_times(tmp_path / "logs").empty  # a folder without step files
 
 
-def test_a_setting_number_is_a_finding_only_with_the_setting():
-    # the recorded fusion-off timeline: 8 gradient allreduce responses per step (one per
-    # tensor) against a reference whose healthy runs fused them into 1.3-2.5 (threshold
-    # 2.5 x 1.25). (This test used the cache-off timeline's negotiation share; in the quiet
-    # recording that is 0.019 of a step, below cache_off's floor of 0.05 above any healthy
-    # reference, and below the cache-on timeline's 0.155: see the test after this one.)
-    from workshop.paths import data_path
-    from workshop.readers.timeline import read_timeline
-
-    tl = read_timeline(data_path("timelines", "tl-torch-gloo-np2-fusion0"))
-    value = d.responses_per_step(tl)
-    assert value == 8
-    reference = pd.DataFrame(
-        [{"measure": "responses_per_step", "min": 1.3, "median": 1.8, "max": 2.5, "runs": 3}]
-    )
-    empty, metrics = pd.DataFrame(columns=list(d.STEP_COLUMNS)), pd.DataFrame({"lr": []})
-    off = diagnose(run_record(fusion_threshold_mb=0), metrics, empty, tl, reference, "t")
-    assert [f["problem"] for f in off["findings"]] == ["fusion_off"]
-    # the same number with fusion on: the gradients become ready apart for another reason
-    on = diagnose(run_record(fusion_threshold_mb=None), metrics, empty, tl, reference, "t")
-    assert on["findings"] == [] and any("default setting" in n for n in on["notes"])
-    # ... but 8 lies far beyond the healthy runs' 2.5: not "nothing wrong" (issue 49)
-    assert not on["healthy"] and on["beyond_healthy"] == ["fusion_off"]
-    assert verdict_line(on).startswith(
-        "most likely: no finding, but suspect: fusion_off 8, beyond the healthy runs' largest "
-        "2.5, no finding with this run's settings"
-    )
-    # a timeline alone (no run.json): the setting is unknown, the number is the finding
-    alone = diagnose({}, metrics, empty, tl, reference, "t")
-    assert [f["problem"] for f in alone["findings"]] == ["fusion_off"]
-
-
-def test_the_quiet_cache_off_timeline_negotiates_briefly():
-    # the quiet recording of the response cache off: a gradient's negotiation lasts 1.9% of
-    # a step (median), less than with the cache on (15.5%): below cache_off's floor (0.05
-    # beyond the healthy maximum), so with the setting it is a note, not a finding
-    from workshop.paths import data_path
-    from workshop.readers.timeline import read_timeline
-
-    off = read_timeline(data_path("timelines", "tl-torch-gloo-np2-nocache"))
-    on = read_timeline(data_path("timelines", "tl-torch-gloo-np2"))
-    assert d.negotiate_share(off) < d.MEASURES["negotiate_share"].floor < d.negotiate_share(on)
-    reference = pd.DataFrame(
-        [{"measure": "negotiate_share", "min": 0.001, "median": 0.001, "max": 0.002, "runs": 3}]
-    )
-    empty, metrics = pd.DataFrame(columns=list(d.STEP_COLUMNS)), pd.DataFrame({"lr": []})
-    result = diagnose(run_record(cache_capacity=0), metrics, empty, off, reference, "t")
-    assert result["findings"] == []
-    assert any("cache_capacity = 0" in n and "a note, not a finding" in n for n in result["notes"])
-
-
 def waits_frame(work_ms: dict[int, float], cpu_wait_ms: dict[int, float], steps=6):
     """rank -> compute per step (ms) and run-queue wait per step (ms), steps 0..steps-1."""
     rows = [
@@ -286,40 +160,3 @@ def test_the_cpu_wait_gap_names_the_rank_that_shares_its_core():
     assert math.isnan(d.cpu_wait_gap(old)[0])
 
 
-def test_the_cpu_wait_gap_is_a_straggler_finding_against_a_reference():
-    reference = pd.DataFrame(
-        [{"measure": "cpu_wait_gap", "min": 0.0, "median": 0.01, "max": 0.05, "runs": 5}]
-    )
-    metrics = pd.DataFrame({"lr": [0.02]})
-    slow = waits_frame({0: 10, 1: 15}, {0: 0.2, 1: 5})
-    busy = run_record() | {"other_work_cores": 0.5}  # other work ran beside the run
-    result = diagnose(busy, metrics, slow, None, reference, "t")
-    top = result["findings"][0]
-    assert (top["problem"], top["measure"], top["rank"]) == ("straggler", "cpu_wait_gap", 1)
-    # threshold max(0.05 x 1.25, 0.05 + 0.1) = 0.15: a gap of 0.1 is a suspicion, not a finding
-    mild = waits_frame({0: 10, 1: 12}, {0: 0.2, 1: 1.44})
-    result = diagnose(busy, metrics, mild, None, reference, "t")
-    assert result["findings"] == [] and result["beyond_healthy"] == ["straggler"]
-
-
-def test_a_wait_that_other_work_cannot_account_for_is_no_straggler_evidence():
-    # the near miss: ranks left to the scheduler on an idle machine wait for each other's
-    # threads, one more than the other by chance (gaps 0.11-0.24 on the benchmark's quiet
-    # unpinned runs); the wait other work causes is at most the CPU time it took, so with too
-    # little other work during the run (or none recorded) the gap is no evidence of it
-    reference = pd.DataFrame(
-        [{"measure": "cpu_wait_gap", "min": 0.0, "median": 0.01, "max": 0.05, "runs": 5}]
-    )
-    metrics = pd.DataFrame({"lr": [0.02]})
-    # rank 1 waits 4 of 10.5 ms computing, rank 0 0.2 of 10: 1.9 ms more per 30 ms step
-    slow = waits_frame({0: 10, 1: 10.5}, {0: 0.2, 1: 4})
-    gap, _ = d.cpu_wait_gap(slow)
-    needed = gap * 10.5 / 30  # cores of other work that could account for the extra wait
-    for record in (run_record(), run_record() | {"other_work_cores": 0.9 * needed}):
-        assert not d.other_work_explains(record, slow)
-        assert diagnose(record, metrics, slow, None, reference, "t")["findings"] == []
-        assert math.isnan(d.evidence(record, metrics, slow, None).set_index("measure")
-                          .loc["cpu_wait_gap", "value"])  # fmt: skip
-    busy = run_record() | {"other_work_cores": 1.1 * needed}
-    assert d.other_work_explains(busy, slow)
-    assert diagnose(busy, metrics, slow, None, reference, "t")["findings"][0]["rank"] == 1

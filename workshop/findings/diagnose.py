@@ -216,6 +216,9 @@ def diagnose(
             f"{problem} not measured: needs {by_problem[problem]['missing']}"
             f"{MISSING_HOW.get(problem, '')}."
         )
+    shown = result.get("timeline") or {}
+    if shown and (steps is None or steps.empty):
+        notes.append(_timeline_note(shown))
     settings = result["settings"]
     if settings.get("source") is None:
         notes.append(
@@ -227,6 +230,31 @@ def diagnose(
         "notes": notes,
         "calibration": source,
     }
+
+
+def _timeline_note(shown: dict) -> str:
+    """What the timeline shows, said for a folder without the ranks' step times."""
+    said = []
+    if not math.isnan(shown["negotiate_share"]):
+        said.append(f"a gradient's negotiation lasts {shown['negotiate_share']:.0%} of a step")
+    if shown["late_rank"] is not None:
+        said.append(
+            f"rank {shown['late_rank']} is ready {shown['late_cycles']:.2f} background cycles "
+            "after the others at the gradients' negotiations (the coordinator's bias taken out)"
+        )
+    if not math.isnan(shown["responses_per_step"]):
+        said.append(f"{shown['responses_per_step']:.1f} gradient responses per step")
+    if not math.isnan(shown["cycle_interval_ms"]):
+        said.append(f"a cycle every {shown['cycle_interval_ms']:.2f} ms")
+    libraries = ", ".join(f"{op} by {lib}" for op, lib in shown["libraries"].items())
+    if libraries:
+        said.append(libraries)
+    return (
+        "The timeline alone (no per-rank step times): "
+        + "; ".join(said)
+        + ". Without step times it cannot tell how long each rank computes, so not whether a "
+        "late rank is a straggler or how much of a step the waits cost."
+    )
 
 
 def noise_for(baseline: str | Path | None = None) -> tuple[pd.DataFrame, str]:
@@ -286,7 +314,7 @@ def verdict_line(result: dict) -> str:
         if top.get("rank") is not None and top["problem"] in ("straggler", "crashed"):
             title += f", rank {top['rank']}"
         if top["problem"] == "crashed":
-            return f"most likely: {title}: {top['evidence'].split(': ', 2)[-1]}"
+            return f"most likely: {title}: {top['evidence'].split(' (')[0]}"
         if top.get("saving_ms") is None or math.isnan(top["saving_ms"]):
             return f"most likely: {title}: {top['evidence']}"
         return (

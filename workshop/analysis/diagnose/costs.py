@@ -197,29 +197,48 @@ def input_cost(steps: pd.DataFrame) -> Cost:
 # Horovod's background cycle
 
 
-def cycle_wait_ms(work_ms: np.ndarray | float, cycle_ms: float) -> np.ndarray:
+def cycle_wait_ms(work_ms: np.ndarray | float, cycle_ms: float, processing_ms: float = 0.0):
     """The cycle model: a step's gradients are reduced in the first background cycle that
-    starts after they are all handed over, and the step after it starts as that cycle
-    completes, so cycles and steps keep in phase: with ``work_ms`` of work before the
-    hand-over, the wait is ``ceil(work / cycle) x cycle - work`` (half a cycle on average for
-    work much longer than a cycle; the rest of the cycle for work shorter than one).
+    starts after they are all handed over, and the next step starts as that cycle's
+    processing (``processing_ms``: the negotiation and the allreduces) ends, so cycles and
+    steps keep in phase. From one cycle's start, the gradients are ready after
+    ``processing + work``; the cycle that takes them starts at the next multiple of the cycle
+    time; the wait for the allreduces is that start plus the processing, minus the work.
 
     >>> float(cycle_wait_ms(4.35, 50.0))      # 4.35 ms of work, 50 ms cycles
     45.65
     >>> float(cycle_wait_ms(4.35, 1.0))       # the default: 0.65 ms
     0.65
+    >>> float(cycle_wait_ms(4.5, 5.0, 1.0))   # 5.5 ms from a cycle's start: the second cycle
+    6.5
     """
     work = np.asarray(work_ms, dtype=float)
-    return np.round(np.ceil(work / cycle_ms - 1e-9) * cycle_ms - work, 9)
+    ready = work + processing_ms
+    start = np.ceil(ready / cycle_ms - 1e-9) * cycle_ms
+    return np.round(start + processing_ms - work, 9)
+
+
+def _processing_ms(tl: Timeline | None) -> float:
+    """A step's processing on the background thread: its gradient responses' durations added
+    up, median over the steps (0 without a timeline: the model's wait is then a lower
+    bound)."""
+    if tl is None or tl.spans.empty:
+        return 0.0
+    groups, starts = _gradient_groups(tl)
+    if groups.empty or len(starts) < 2:
+        return 0.0
+    step = np.searchsorted(starts["start_us"].to_numpy(), groups["start_us"].to_numpy()) - 1
+    return float(groups.assign(step=step).groupby("step")["dur_us"].sum().median() / 1e3)
 
 
 def cycle_cost(settings: dict, steps: pd.DataFrame, tl: Timeline | None) -> Cost:
     """A long cycle time: every step waits for the next background cycle after its gradients
     are handed over (:func:`cycle_wait_ms`). The saving of Horovod's default 1 ms cycle is the
     model's wait at this run's cycle time minus its wait at 1 ms, step by step with each step's
-    own work (the least-waiting rank's step minus its wait), and at most that rank's measured
-    wait. The cycle time is the run's setting; without one (a timeline alone), the cycle marks'
-    median interval. At the default cycle time the saving is 0 by definition."""
+    own work (the least-waiting rank's step minus its wait) and the timeline's processing per
+    step, and at most that rank's measured wait. The cycle time is the run's setting; without
+    one (a timeline alone), the cycle marks' median interval. At the default cycle time the
+    saving is 0 by definition."""
     cycle = settings.get("cycle_time_ms")
     source = "setting"
     if cycle is None and tl is not None and len(tl.cycles) >= 2:
@@ -236,23 +255,25 @@ def cycle_cost(settings: dict, steps: pd.DataFrame, tl: Timeline | None) -> Cost
     if float(cycle) <= DEFAULT_CYCLE_MS:
         return Cost("long_cycle_time", True, 0.0, 0.0, None, numbers)
     wide = step_table(steps) if steps is not None and len(steps) else {}
-    if "wait" in wide and "step" in wide:
-        rank = wide["wait"].median().idxmin()
-        work = (wide["step"][rank] - wide["wait"][rank]).to_numpy()
-        measured_wait = float(wide["wait"][rank].median())
-    elif tl is not None and source == "cycle marks":
+    if "wait" not in wide or "step" not in wide:
         return Cost(
             "long_cycle_time",
             False,
             numbers=numbers,
             missing="the ranks' step times (what each step computes before its hand-over)",
         )
-    else:
-        return Cost("long_cycle_time", False, numbers=numbers, missing="the ranks' step times")
-    saved = cycle_wait_ms(work, float(cycle)) - cycle_wait_ms(work, DEFAULT_CYCLE_MS)
+    rank = wide["wait"].median().idxmin()
+    work = (wide["step"][rank] - wide["wait"][rank]).to_numpy()
+    measured_wait = float(wide["wait"][rank].median())
+    processing = _processing_ms(tl)
+    at_cycle = cycle_wait_ms(work, float(cycle), processing)
+    saved = at_cycle - cycle_wait_ms(work, DEFAULT_CYCLE_MS, processing)
     mean, se = _center(saved)
-    numbers |= {"predicted_wait_ms": float(np.median(cycle_wait_ms(work, float(cycle))))}
-    numbers |= {"measured_wait_ms": measured_wait}
+    numbers |= {
+        "predicted_wait_ms": float(np.median(at_cycle)),
+        "measured_wait_ms": measured_wait,
+        "processing_ms": processing,
+    }
     saving = min(max(mean, 0.0), measured_wait)
     return Cost("long_cycle_time", True, saving, Z * se, None, numbers)
 

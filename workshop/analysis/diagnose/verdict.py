@@ -53,6 +53,7 @@ __all__ = [
     "costs",
     "horovod_settings",
     "judge",
+    "timeline_evidence",
     "timeline_step_ms",
 ]
 
@@ -157,6 +158,37 @@ def timeline_step_ms(tl: Timeline | None) -> float:
     if len(starts) < 3:
         return math.nan
     return float(starts["dur_us"].iloc[1:-1].median() / 1e3)
+
+
+def timeline_evidence(tl: Timeline | None, settings: dict) -> dict[str, Any]:
+    """What a timeline alone shows (a cluster job's folder has nothing else): the share of a
+    step a gradient's negotiation lasts, the rank latest to be ready with the coordinator's
+    bias taken out (in whole cycles, :func:`~.measures.tick_lateness`), the library of each
+    op, the gradient responses per step and the cycle interval. Empty without a timeline."""
+    if tl is None or tl.spans.empty:
+        return {}
+    from workshop.analysis.diagnose.measures import (
+        cycle_interval_ms,
+        late_cycles,
+        negotiate_share,
+        responses_per_step,
+    )
+    from workshop.analysis.timeline import detect_backend
+
+    cycle = settings.get("cycle_time_ms") or DEFAULT_CYCLE_MS
+    late, rank = late_cycles(tl, cycle_us=1000.0 * cycle)
+    libraries = detect_backend(tl.spans)
+    return {
+        "negotiate_share": negotiate_share(tl),
+        "late_cycles": late,
+        "late_rank": rank,
+        "responses_per_step": responses_per_step(tl),
+        "cycle_interval_ms": cycle_interval_ms(tl),
+        "libraries": dict(
+            zip(libraries["op"].astype(str), libraries["library"].astype(str), strict=True)
+        ),
+        "step_ms": timeline_step_ms(tl),
+    }
 
 
 def costs(
@@ -300,6 +332,7 @@ def judge(
     not_measured = [r["problem"] for r in rows if not r["measured"]]
     return {
         "step_ms": step,
+        "timeline": timeline_evidence(tl, settings=horovod_settings(record)),
         "costs": rows,
         "findings": findings,
         "not_measured": not_measured,
