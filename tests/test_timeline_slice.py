@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_timeline_stream import VARIANTS, damaged_variants
 
 from workshop.analysis.timeline import step_starts
 from workshop.cli import main
@@ -77,6 +78,26 @@ def test_slice_is_the_whole_timelines_window(
             b.metadata["start_time_since_epoch_us"] == whole.metadata["start_time_since_epoch_us"]
         )
         assert not b.warnings and not b.truncated  # closed, balanced, nothing orphaned
+
+
+@pytest.mark.parametrize("name", [*VARIANTS, "one-line.json"])
+def test_slice_of_other_layouts_and_damaged_files(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Horovod's layout before 0.21, one key a line, one line, and cut, windowed and damaged
+    copies of a recording: the same as write_timeline's window of the whole Timeline."""
+    monkeypatch.setattr(stitch, "CHUNK", SMALL_CHUNK)
+    path = {p.name: p for p in damaged_variants(tmp_path)}[name]
+    whole = read(path)
+    for k, (lo, hi) in enumerate(windows(whole)[:2]):
+        ref, out = tmp_path / f"ref{k}.json", tmp_path / f"out{k}.json"
+        write_timeline(whole, ref, start_us=lo, end_us=hi)
+        slice_file(path, out, start_us=lo, end_us=hi, batch_bytes=SMALL_CHUNK)
+        a, b = read(ref), read(out)
+        pd.testing.assert_frame_equal(table(b.spans, SPAN_COLUMNS), table(a.spans, SPAN_COLUMNS))
+        pd.testing.assert_frame_equal(table(b.ticks, TICK_COLUMNS), table(a.ticks, TICK_COLUMNS))
+        assert b.cycles["start_us"].tolist() == a.cycles["start_us"].tolist()
+        assert balanced(json.loads(out.read_text()))
 
 
 def balanced(events: list[dict]) -> bool:

@@ -38,7 +38,9 @@ def raised(read, path: Path) -> tuple[str, list[str]]:
 
 def damaged_variants(tmp_path: Path) -> list[Path]:
     """A real recording cut in the middle of a record inside an op, a window between two record
-    boundaries (orphan E's at its start, unclosed spans at its end), 40 overwritten bytes."""
+    boundaries (orphan E's at its start, unclosed spans at its end), 40 overwritten bytes; and
+    the layouts of other writers: Horovod before 0.21 (one record a line, ending in '},', the
+    array never closed), one key a line (json.dumps indent=2: the tolerant parser's), one line."""
     data = data_path("timelines", "tl-torch-gloo-np2", "timeline.json").read_bytes()
     starts = [m.start() + 1 for m in re.finditer(rb"[,\n]\{", data)]
     lo, hi = starts[len(starts) // 2 + 7], starts[3 * len(starts) // 4 + 5]
@@ -49,13 +51,19 @@ def damaged_variants(tmp_path: Path) -> list[Path]:
         "cut.json": data[:inside_an_op],
         "window.json": b"[\n" + data[lo : hi - 1].rstrip(b",\n") + b"]",
         "damaged.json": bytes(damaged),
+        "old-layout.json": data.rstrip()[:-1].replace(b"},{", b"},\n{") + b",\n",
+        "pretty.json": json.dumps(json.loads(data), indent=2).encode(),
+        "one-line.json": data.replace(b"\n", b""),
     }
     for name, content in variants.items():
         (tmp_path / name).write_bytes(content)
     return [tmp_path / name for name in variants]
 
 
-@pytest.mark.parametrize("name", [*RECORDINGS, "cut.json", "window.json", "damaged.json"])
+VARIANTS = ["cut.json", "window.json", "damaged.json", "old-layout.json", "pretty.json"]
+
+
+@pytest.mark.parametrize("name", [*RECORDINGS, *VARIANTS, "one-line.json"])
 def test_batches_add_up_to_the_whole_file(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
