@@ -86,7 +86,7 @@ def reduction_factor(ranks: list[dict], pairs: list[tuple[int, ...]]) -> float |
     """How many times the mean of the ranks' own gradients the steps applied, on every rank at
     every paired step (2.0: a Sum at np=2); None when it was not one number (or not seen)."""
     steps = compare_steps(ranks, pairs)
-    if not steps or any(s.off and not all(s.off) for s in steps):
+    if not steps or any(any(s.off) and not all(s.off) for s in steps):
         return None
     factors = [f for s in steps for f in s.factor]
     low, high = min(factors), max(factors)
