@@ -174,3 +174,45 @@ def test_lesson_01s_exercises_are_registered_with_their_minutes():
     # (40 + 53) / 2 = 46.5; rank 1's t after the broadcast: 4.25 + 53 = 57.25
     want = [27, 19, 6.993, 46.5, 57.25]
     assert [registry.expected(e) for e in ids] == pytest.approx(want, rel=1e-3)
+
+
+# --- lesson 02: the doing counted, diffs that keep their indentation (issue 59) --------------
+
+
+def test_lesson_02_states_the_minutes_writing_the_script_takes():
+    from workshop.lessons import edits
+
+    todos = len(edits.todos(edits.script_path("hvd_torch_skeleton.py")))
+    minutes = edits.writing_minutes()
+    assert todos == 18 and minutes == round(18 * edits.MINUTES_PER_TODO) == 27
+    prose = " ".join(" ".join(c.source.split()) for c in _cells(LESSON_02, "markdown"))
+    assert f"takes about {minutes} minutes more (its {todos} TODOs)" in prose
+
+
+def test_a_diff_keeps_its_lines_and_indentation_in_html():
+    from workshop.lessons import change
+
+    page = change("device")._repr_html_()
+    # the line the book broke in two, with its 8 spaces of indentation, on one line
+    assert "        torch.cuda.set_device(hvd.local_rank())\n" in page
+    assert page.count("white-space:pre") >= 2 * len(change("device").hunks)
+    assert '<div style="overflow-x:auto">' in page
+
+
+def test_the_replayed_check_command_is_relative_to_the_notebooks_folder(monkeypatch, tmp_path):
+    from workshop.lessons import check_or_replay
+
+    monkeypatch.chdir(tmp_path)  # papermill or the book may run from anywhere
+    out = []
+    monkeypatch.setattr("builtins.print", lambda *a, **k: out.append(" ".join(map(str, a))))
+    check_or_replay("check_skeleton", False)
+    assert "`workshop check ../workshop/lessons/first_program/hvd_torch_skeleton.py --" in out[0]
+
+
+def test_exercise_02_3_states_what_the_checker_requires():
+    prose = " ".join(" ".join(c.source.split()) for c in _cells(LESSON_02, "markdown"))
+    # the skeleton's ranks share a seed and the data: identical parameters and gradients, yet
+    # 0 of 6 OK, because broadcast and averaged require Horovod's own calls
+    assert "**sent by Horovod's broadcast**" in prose
+    assert "**averaged by Horovod's allreduce**" in prose
+    assert "a FAIL or a WARN is not OK" in prose

@@ -139,11 +139,12 @@ def test_a_cluster_jobs_folder_is_diagnosed_on_what_it_has(tmp_path):
     result = _workshop("diagnose", str(job), "--json")
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
-    measured = {m["measure"] for m in found["measured"]}
-    assert "responses_per_step" in measured  # from the timeline
-    assert "compute_ratio" not in measured  # not without per-rank step times: said instead
-    assert any(n.startswith("No per-rank step times") for n in found["notes"])
-    assert any("--baseline RUN" in n for n in found["notes"])
+    measured = {c["problem"] for c in found["costs"] if c["measured"]}
+    assert "fusion_off" in measured  # from the timeline
+    assert "straggler" not in measured  # not without per-rank step times: said instead
+    assert not found["healthy"] and "straggler" in found["not_measured"]
+    assert any(n.startswith("The timeline alone (no per-rank step times)") for n in found["notes"])
+    assert any(n.startswith("No run.json") for n in found["notes"])
     assert open_run(job).np == 2 and open_run(job).record == {}
 
 

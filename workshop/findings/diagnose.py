@@ -116,9 +116,11 @@ def explain(row: dict, step: float) -> str:
     if p == "lr_not_scaled":
         return f"the learning rate is {n['lr_ratio']:.3g}x what the linear rule gives"
     if p == "oversubscribed":
+        threads = int(n["threads_per_rank"])
         return (
-            f"{int(n['ranks'])} ranks x {int(n['threads_per_rank'])} threads on "
+            f"{int(n['ranks'])} ranks x {threads} thread{'s' * (threads > 1)} on "
             f"{int(n['cores'])} cores of {n['host']}: {n['threads_per_core']:.2g} threads per core"
+            " (run.json: np, threads per rank, host cores)"
         )
     return ""
 
@@ -199,9 +201,11 @@ def diagnose(
             findings.append(_crash_finding(record))
             continue
         row = by_problem[problem]
+        value = {"oversubscribed": "threads_per_core", "lr_not_scaled": "lr_ratio"}.get(problem)
         findings.append(
             {
                 "problem": problem,
+                "value": row["numbers"][value] if value else row["saving_ms"],
                 "saving_ms": row["saving_ms"],
                 "uncertainty_ms": row["uncertainty_ms"],
                 "share": row["share"],
@@ -216,6 +220,17 @@ def diagnose(
             f"{problem} not measured: needs {by_problem[problem]['missing']}"
             f"{MISSING_HOW.get(problem, '')}."
         )
+    if "oversubscribed" in result["findings"]:
+        timed = [p for p in result["findings"] if p not in ("crashed", "oversubscribed")]
+        timed = [p for p in timed if p != "lr_not_scaled"]
+        if timed:
+            notes.insert(
+                0,
+                f"{', '.join(timed)}: measured while the ranks shared cores (oversubscribed): a "
+                "rank that waits for a core looks slow, and the others wait for it in the "
+                "allreduces; fix the oversubscription and measure again before acting on "
+                f"{'it' if len(timed) == 1 else 'them'}.",
+            )
     shown = result.get("timeline") or {}
     if shown and (steps is None or steps.empty):
         notes.append(_timeline_note(shown))

@@ -271,17 +271,10 @@ def healthy_reference() -> pd.DataFrame:
     ``workshop diagnose`` (data/diagnose/calibration.json: default settings, nothing else
     running): one row per letter of :data:`MEASURE_OF`, ``min``, ``median``, ``max``,
     ``runs``."""
-    runs = read_calibration()[1]["runs"]
-    rows = {}
-    for letter, measure in MEASURE_OF.items():
-        values = pd.Series([r["evidence"].get(measure) for r in runs], dtype=float).dropna()
-        rows[letter] = {
-            "min": values.min(),
-            "median": values.median(),
-            "max": values.max(),
-            "runs": len(values),
-        }
-    return pd.DataFrame(rows).T.rename_axis("problem")
+    runs = pd.DataFrame([r["evidence"] for r in read_calibration()[1]["runs"]], dtype=float)
+    table = runs[list(MEASURE_OF.values())].agg(["min", "median", "max", "count"]).T
+    table.index = list(MEASURE_OF)
+    return table.rename(columns={"count": "runs"}).rename_axis("problem")
 
 
 def tick_lateness(folder: Path | None = None) -> pd.DataFrame:

@@ -8,8 +8,8 @@ The rule, in one place:
   whose saving, less its own uncertainty (about two standard errors over the run's steps),
   still lies beyond the estimator's *noise*: the largest saving it shows on the healthy
   calibration runs (:func:`calibrate`), as a share of their step;
-- findings are ordered by saving; a crash comes first, and the two that are a rule broken
-  rather than time lost (an unscaled LR, more threads than cores) after the timed ones;
+- findings are ordered by saving; a crash comes first, then more threads than cores (every
+  timing was taken on shared cores), and an unscaled LR (accuracy, not time) last;
 - **healthy** only when every problem was measured and none is a finding; otherwise the
   verdict names what could not be measured and what would measure it.
 
@@ -327,8 +327,11 @@ def judge(
         (r for r in rows if r["finding"] and r["problem"] in TIMED),
         key=lambda r: (-r["saving_ms"], PROBLEMS.index(r["problem"])),
     )
-    rules = [r for r in rows if r["finding"] and r["problem"] not in TIMED]
-    findings = (["crashed"] if crashed else []) + [r["problem"] for r in timed + rules]
+    rules = [r["problem"] for r in rows if r["finding"] and r["problem"] not in TIMED]
+    # more threads than cores comes before the timed problems: every timing was taken on
+    # shared cores (a rank that waits for a core computes slower and makes the others wait)
+    first = (["crashed"] if crashed else []) + [p for p in rules if p == "oversubscribed"]
+    findings = first + [r["problem"] for r in timed] + [p for p in rules if p not in first]
     not_measured = [r["problem"] for r in rows if not r["measured"]]
     return {
         "step_ms": step,
