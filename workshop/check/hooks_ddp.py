@@ -14,7 +14,8 @@ scripts; this layer adds what DDP does in Horovod's place (torch 2.14, named by 
 - DDP's gradient allreduce runs inside ``backward()`` (the C++ reducer): a forward pass of a
   DDP model in training mode that syncs (not under ``no_sync()``) counts its parameters as
   allreduced, and the ``backward()`` after it is in flight as ``DDP gradients`` (with the
-  script's line) until it returns, so a stall sees what each rank waits in.
+  script's line) until it returns, so a stall sees what each rank waits in; so is the DDP
+  model's forward pass (its bucket-order and buffer broadcasts).
 - ``torch.distributed`` collectives the script calls (``all_reduce``, ``broadcast``,
   ``barrier``, ...): in flight from the call to its return, each with the script's line; an
   ``all_reduce``'s reduction op (``SUM``, ``AVG``) is recorded like Horovod's.
@@ -148,7 +149,15 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
     def forward(self, *args, **kwargs):
         if self.training and torch.is_grad_enabled() and self.require_backward_grad_sync:
             state["sync"] = sum(1 for p in self.module.parameters() if p.requires_grad)
-        return original_forward(self, *args, **kwargs)
+        # DDP's forward can hold collectives too (from the second iteration on it broadcasts
+        # rank 0's rebuilt bucket order, and the buffers): in flight until it returns.
+        key = object()
+        recorder.safely("DDP forward", recorder.submitted, key, "DDP forward", None,
+                        recorder.where())  # fmt: skip
+        try:
+            return original_forward(self, *args, **kwargs)
+        finally:
+            recorder.safely("DDP forward", recorder.completed, key)
 
     cls.forward = forward
 

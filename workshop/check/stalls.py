@@ -118,7 +118,8 @@ def stall_message(stall: Stall, observations: dict[int, dict], np: int, style: s
     }
     lines = [
         f"the ranks stalled: for {stall.frozen_s:.0f} s no rank made progress, each waiting "
-        "in a Horovod collective that another rank never submitted (the oldest had waited "
+        f"in a {'' if style == 'ddp' else 'Horovod '}collective that another rank never "
+        "submitted (the oldest had waited "
         f"{stall.waited_s:.0f} s)"
     ]
     for rank in sorted(stall.pending):
@@ -204,6 +205,15 @@ def _cause(stall: Stall, observations: dict[int, dict], np: int, style: str) -> 
             f"training: {_RULE}. Fix: give every rank the same number of batches "
             "(DistributedSampler pads the shards; or drop_last=True; or trim the data to a "
             "multiple of hvd.size())"
+        )
+    if style == "ddp":
+        return (
+            "Likely cause: a collective inside a branch that only some ranks take (if "
+            "dist.get_rank() == 0: ...), while the others went on into DDP's own collectives "
+            "(its forward and backward): a torch.distributed collective completes only when "
+            "every rank calls it, in the same order. Fix: call it on every rank and use its "
+            "result on one: dist.all_reduce(loss) on every rank, then if dist.get_rank() == 0: "
+            "print(loss.item() / dist.get_world_size())"
         )
     callback = _rank_only_callback(stall)
     if callback:
