@@ -591,6 +591,8 @@ def test_a_script_without_horovod_fails_init(tmp_path, cpu_lock, horovod_ready):
     assert report.exit_code == 1 and report.framework is None
     assert report.checks["init"].ok is False
     assert "never ran on any of the 2 ranks" in report.checks["init"].evidence
+    # neither Horovod nor torch.distributed: the verdict says what workshop check takes
+    assert "workshop check takes a Horovod script" in report.checks["init"].evidence
     assert report.checks["averaged"].ok is False  # same gradients, nothing allreduced
 
 

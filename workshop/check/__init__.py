@@ -1,11 +1,19 @@
-"""``workshop check``: run a learner's Horovod script and say which practice is missing.
+"""``workshop check``: run a learner's Horovod or PyTorch DDP script and say which practice is
+missing.
 
     from workshop import check
     report = check.check_script("train.py", np=2, args=("--steps", "20"))
     print(report)                 # one line per practice: OK / FAIL / WARN, name, evidence
     report.checks["averaged"].ok  # True, False, or None (a warning)
 
-The script runs unchanged under ``horovodrun -np 2 --gloo`` on the CPU; a runner
+A DDP script (``torch.distributed``, ``DistributedDataParallel``) runs under torchrun with Gloo
+(:mod:`workshop.check.launchers`), observed by the same runner through a hook layer of its own
+(:mod:`workshop.check.hooks_ddp`), and judged by the same practices; DDP's own failures are
+explained by :mod:`workshop.check.ddp_failures`. ``averaged`` compares the gradient each step
+applied with the mean of the ranks' own gradients (:mod:`workshop.check.practices.mean`): a
+Sum, a clip while Horovod still reduces, a gradient changed on one rank are named.
+
+A Horovod script runs unchanged under ``horovodrun -np 2 --gloo`` on the CPU; a runner
 (:mod:`workshop.check.runner`) observes it from outside through hooks on Horovod, the
 optimizer, the model's forward pass and file saves, and :mod:`workshop.check.verdicts` turns
 what each rank did into verdicts on six practices (:data:`CHECK_NAMES`): ``init``,

@@ -1,9 +1,12 @@
-"""``workshop check SCRIPT``: run a learner's Horovod script on 2 CPU ranks and say which
-practice is missing (init, broadcast, averaged, sharded, rank0_checkpoint, lr_scaled).
+"""``workshop check SCRIPT``: run a learner's Horovod or PyTorch DDP script on 2 CPU ranks and
+say which practice is missing (init, broadcast, averaged, sharded, rank0_checkpoint, lr_scaled).
 
-The script runs unchanged (it does not import workshop) under ``horovodrun --gloo``; the
-checker watches Horovod, the optimizer, the model's inputs and file saves from outside and
-judges by what happened, not by reading the source. It also runs the script once alone,
+The script runs unchanged (it does not import workshop) under ``horovodrun --gloo`` (a Horovod
+script) or ``torchrun`` with Gloo (a script that imports torch.distributed or uses
+DistributedDataParallel); the checker watches Horovod or torch.distributed, the optimizer (each
+rank's own gradients and the ones a step applied: "averaged" means the mean, not a Sum, not a
+clip racing the reduction), the model's inputs and file saves from outside and judges by what
+happened, not by reading the source. It also runs the script once alone,
 stopped at its first optimizer step, to see the base learning rate. Meant for short runs:
 pass the script arguments after ``--`` (``workshop check train.py -- --steps 20``).
 
@@ -78,7 +81,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "check",
-        help="run a learner's Horovod script and say which practice is missing",
+        help="run a learner's Horovod or DDP script and say which practice is missing",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="workshop check SCRIPT [-np N] [--framework torch|tensorflow] [--timeout S] "
