@@ -20,7 +20,9 @@ cheaply.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 
 LR_SCALINGS = ("none", "linear", "sqrt")
 
@@ -181,6 +183,30 @@ STEP_FILE_COLUMNS = ("step", "data_s", "compute_s", "wait_s", "step_s", "cpu_wai
 #: The columns every steps file has (the last one came later).
 STEP_FILE_REQUIRED = STEP_FILE_COLUMNS[:5]
 _SCHEDSTAT = "/proc/thread-self/schedstat"
+
+#: run.json's key for the Horovod settings rank 0 ran with, and the file a rank writes them to
+#: (``logs/rank.N.horovod_env.json``): the ``HOROVOD_*`` variables of its environment, which is
+#: where horovodrun puts its flags (horovod/runner/common/util/config_parser.py) and where a
+#: learner sets them by hand; ``workshop diagnose`` reads the settings from there.
+HOROVOD_ENV_KEY = "horovod_env"
+HOROVOD_ENV_FILE = "rank.{rank}.horovod_env.json"
+#: Variables left out of that record: where the ranks meet, not how Horovod behaves.
+_NOT_SETTINGS = ("SECRET", "KEY", "ADDR", "PORT", "HOSTNAME", "RENDEZVOUS", "CONTROLLER")
+
+
+def write_horovod_env(logs: os.PathLike[str] | str, rank: int) -> None:
+    """Write the ``HOROVOD_*`` settings of this process's environment to ``logs`` as
+    :data:`HOROVOD_ENV_FILE` (standard library only: the training programs and the check
+    runner call it on every rank)."""
+    settings = {
+        key: value
+        for key, value in sorted(os.environ.items())
+        if key.startswith("HOROVOD_") and not any(word in key for word in _NOT_SETTINGS)
+    }
+    path = os.path.join(logs, HOROVOD_ENV_FILE.format(rank=rank))
+    with open(path + ".tmp", "w") as handle:
+        json.dump(settings, handle, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def run_queue_wait_s() -> float | None:

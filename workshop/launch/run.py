@@ -8,6 +8,7 @@ the run directory is the same, so the notebooks analyse cluster runs unchanged.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -45,6 +46,7 @@ from workshop.launch.stopping import (
 from workshop.paths import runs_dir
 from workshop.readers.exits import oom_kill_count
 from workshop.readers.runs import launcher_identity
+from workshop.rules import HOROVOD_ENV_FILE, HOROVOD_ENV_KEY
 from workshop.runspec import (
     FRAMEWORK_PROGRAMS,
     RUN_SPEC,
@@ -222,6 +224,16 @@ def launch_command(
     return command, env
 
 
+def _horovod_env(run_dir: Path) -> dict:
+    """run.json's ``horovod_env``: the Horovod settings rank 0's environment held
+    (:func:`workshop.rules.write_horovod_env`), or nothing when no rank wrote them."""
+    path = run_dir / "logs" / HOROVOD_ENV_FILE.format(rank=0)
+    try:
+        return {HOROVOD_ENV_KEY: json.loads(path.read_text())}
+    except (OSError, ValueError):
+        return {}
+
+
 def _stop_leftovers(run_dir: Path) -> None:
     """Kill any rank still alive after the launcher ended (e.g. after Ctrl-C)."""
     kill_marked(str(run_dir))
@@ -351,6 +363,7 @@ def run_one(
         # the cores other work kept busy meanwhile: a rank that waited for a CPU on a machine
         # nobody else used waited for its own run's threads (workshop diagnose's cpu_wait_gap)
         record["other_work_cores"] = round(other_work.foreign_cores, 3)
+        record |= _horovod_env(run_dir)
         record |= result_fields(run_dir, record["data"])
         if cluster:
             record["cluster"]["rank_hosts_seen"] = hosts_seen(run_dir, config.np)

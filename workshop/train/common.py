@@ -27,7 +27,13 @@ import numpy as np
 
 # The LR rules live in workshop.rules (the analyses use the same ones); the training programs
 # import them from here.
-from workshop.rules import STEP_FILE_COLUMNS, lr_at, run_queue_wait_s, scaled_lr  # noqa: F401
+from workshop.rules import (  # noqa: F401
+    STEP_FILE_COLUMNS,
+    lr_at,
+    run_queue_wait_s,
+    scaled_lr,
+    write_horovod_env,
+)
 from workshop.runspec import RUN_SPEC
 
 if TYPE_CHECKING:
@@ -108,6 +114,7 @@ class RankIO:
         self.rank = rank
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.log = (run_dir / "logs" / f"rank.{rank}.log").open("a", buffering=1)
+        write_horovod_env(run_dir / "logs", rank)  # the settings workshop diagnose reads
         if os.environ.get("WORKSHOP_CLUSTER"):  # an emulated cluster: record the node it ran on
             (run_dir / "logs" / f"rank.{rank}.host").write_text(socket.gethostname() + "\n")
 

@@ -29,6 +29,7 @@ import pandas as pd
 
 from workshop.analysis.diagnose.measures import SKIP_STEPS, STEP_COLUMNS, lr_ratio
 from workshop.frames import require_columns
+from workshop.rules import CYCLE_TIME_DEFAULT_MS
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -46,9 +47,8 @@ __all__ = [
     "straggler_cost",
 ]
 
-#: Horovod's default cycle time since 0.21 (``HOROVOD_CYCLE_TIME``, horovod/common/common.h
-#: ``DEFAULT_CYCLE_TIME_MS`` ... set in operations.cc ``BackgroundThreadLoop``).
-DEFAULT_CYCLE_MS = 1.0
+#: Horovod's default cycle time (its one home: :data:`workshop.rules.CYCLE_TIME_DEFAULT_MS`).
+DEFAULT_CYCLE_MS = CYCLE_TIME_DEFAULT_MS
 #: Uncertainties are this many standard errors of the per-step mean (about 95 %).
 Z = 2.0
 

@@ -38,6 +38,13 @@ from workshop.analysis.diagnose.costs import (
     straggler_cost,
 )
 from workshop.analysis.diagnose.measures import core_sharing
+from workshop.rules import (
+    CACHE_CAPACITY_DEFAULT,
+    CYCLE_TIME_DEFAULT_MS,
+    FUSION_THRESHOLD_DEFAULT_BYTES,
+    HOROVOD_ENV_KEY,
+    MAX_FOREIGN_CORES,
+)
 
 if TYPE_CHECKING:
     from workshop.readers.timeline import Timeline
@@ -90,12 +97,12 @@ TIMED = (
 #: core of its own would not make it wait: communication-bound is then no finding of its own.
 EXPLAINS = {"straggler": ("small_batch",)}
 
-#: Horovod 0.28.1's defaults of the settings the diagnosis reads (horovod/common/common.h and
-#: operations.cc: cycle 1 ms, fusion 128 MiB, cache capacity 1024).
+#: Horovod 0.28.1's defaults of the settings the diagnosis reads (their one home and source:
+#: :mod:`workshop.rules`).
 HOROVOD_DEFAULTS = {
-    "cycle_time_ms": DEFAULT_CYCLE_MS,
-    "fusion_threshold_bytes": 128 * 1024 * 1024,
-    "cache_capacity": 1024,
+    "cycle_time_ms": CYCLE_TIME_DEFAULT_MS,
+    "fusion_threshold_bytes": FUSION_THRESHOLD_DEFAULT_BYTES,
+    "cache_capacity": CACHE_CAPACITY_DEFAULT,
 }
 #: horovodrun's flags and Horovod's variables for them (horovod/runner/common/util/
 #: config_parser.py: the flags become these variables in the ranks' environment).
@@ -112,10 +119,10 @@ _VARIABLES = {
 
 
 def horovod_settings(record: dict) -> dict[str, Any]:
-    """The Horovod settings a run ran with: run.json's ``horovod_settings`` (what the ranks'
-    environment held, written by ``workshop run``), else what its launch command and recorded
-    environment set, over Horovod's defaults. A value is None where nothing says (a timeline
-    without its run.json).
+    """The Horovod settings a run ran with: run.json's ``horovod_env`` (the ``HOROVOD_*``
+    variables rank 0's environment held, :func:`workshop.rules.write_horovod_env`), else what
+    its launch command and recorded environment set, over Horovod's defaults. A value is None
+    where nothing says (a timeline without its run.json).
 
     >>> horovod_settings({"launch_command": ["horovodrun", "--cycle-time-ms", "50"],
     ...                   "env": {}})["cycle_time_ms"]
@@ -127,7 +134,7 @@ def horovod_settings(record: dict) -> dict[str, Any]:
         return {key: None for key in HOROVOD_DEFAULTS} | {"source": None}
     out: dict[str, Any] = dict(HOROVOD_DEFAULTS)
     source = "Horovod's defaults"
-    recorded = record.get("horovod_settings") or {}
+    recorded = record.get(HOROVOD_ENV_KEY) or {}
     env = {**(record.get("env") or {}), **recorded}
     command = record.get("launch_command") or []
     if isinstance(command, str):
@@ -142,7 +149,8 @@ def horovod_settings(record: dict) -> dict[str, Any]:
     for variable, (key, convert) in _VARIABLES.items():
         if variable in env:
             try:
-                out[key], source = convert(env[variable]), "the ranks' environment"
+                out[key] = convert(env[variable])
+                source = "the ranks' environment" if recorded else "the launcher's environment"
             except ValueError:  # not a number: Horovod would not read it either
                 continue
     return out | {"source": source}
@@ -352,9 +360,9 @@ LR_RULE_RATIO = 0.8
 
 
 #: Other work beside the ranks (run.json's ``other_work_cores``) above which a run is not a
-#: healthy calibration run: the recording path's quiet gate allows 0.05 cores
-#: (workshop/launch/quiet.py); twice that still means nothing else ran.
-QUIET_CORES = 0.1
+#: healthy calibration run: twice what the recording path's quiet gate allows
+#: (:data:`workshop.rules.MAX_FOREIGN_CORES`, 0.05 cores): still nothing else ran.
+QUIET_CORES = 2 * MAX_FOREIGN_CORES
 
 
 def calibration_problems(record: dict) -> list[str]:
