@@ -319,7 +319,8 @@ def comm_fit(timed) -> str:
     return (
         f"{len(ops)} allreduces from {model['timelines']} timelines, {ops.bytes.min():,} to "
         f"{ops.bytes.max():,} bytes: alpha = **{fit['alpha_us']:.0f} us**, B = "
-        f"**{fit['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s** (R^2 {fit['r2']:.2f} over "
+        f"**{fit['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s** (1 MB = 10^6 bytes; R^2 "
+        f"{fit['r2']:.2f} over "
         f"{fit['ops']} message sizes).{bound}\n\nThe run the model starts from, "
         f"{model['run']} (np={inputs['np_run']}): m = {inputs['bytes_per_step']:,.0f} bytes "
         f"in k = {inputs['allreduces_per_step']:.2f} allreduces per step."

@@ -25,6 +25,7 @@ __all__ = [
     "MARK",
     "SCRIPTS_DIR",
     "SERIAL_OF",
+    "MINUTES_PER_TODO",
     "TODO",
     "change",
     "changes",
@@ -33,6 +34,7 @@ __all__ = [
     "source",
     "todos",
     "write_skeleton",
+    "writing_minutes",
 ]
 
 
@@ -61,6 +63,17 @@ SERIAL_OF = {
 }
 MARK = re.compile(r"#.*\[(?:hvd|ddp):(\w+)\]")
 TODO = re.compile(r"#\s*TODO \[hvd:(\w+)\]")
+#: What one TODO of the skeleton takes a newcomer to fill in, minutes (issue 59's walk-through:
+#: 25-30 minutes for the 18 TODOs of hvd_torch_skeleton.py).
+MINUTES_PER_TODO = 1.5
+
+
+def writing_minutes(name: str = "hvd_torch_skeleton.py") -> int:
+    """Minutes a newcomer needs to fill in the skeleton ``name``: its TODOs, each
+    :data:`MINUTES_PER_TODO` (lesson 02 states it beside its time to learn)."""
+    return round(len(todos(script_path(name))) * MINUTES_PER_TODO)
+
+
 EPOCH_LINE = re.compile(
     r"epoch (?P<epoch>\d+): train loss (?P<train_loss>[\d.]+) \| test loss (?P<test_loss>[\d.]+) "
     r"accuracy (?P<accuracy>[\d.]+) \| (?P<steps>\d+) steps in (?P<train_s>[\d.]+) s, "
@@ -171,14 +184,19 @@ class Change:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        # Code keeps its lines and indentation: a theme that wraps a table's text (the book's
+        # does) would break `torch.cuda.set_device(hvd.local_rank())` across lines and start
+        # the rest at column 0, so the cells never wrap and the table scrolls sideways.
         def cell(start: int, lines: list[str], kind: str) -> str:
             numbered = "\n".join(
                 f"{start + i:4d}  {html.escape(line)}" for i, line in enumerate(lines)
             )
             color = {"serial": "#fbe9e7", "horovod": "#e8f5e9"}[kind] if lines else "#fafafa"
             return (
-                f'<td style="vertical-align:top;background:{color};text-align:left">'
-                f'<pre style="margin:0;background:none">{numbered}</pre></td>'
+                f'<td style="vertical-align:top;background:{color};text-align:left;'
+                f'white-space:pre">'
+                f'<pre style="margin:0;background:none;white-space:pre;overflow-wrap:normal;'
+                f'word-break:normal">{numbered}</pre></td>'
             )
 
         rows = "".join(
@@ -188,9 +206,10 @@ class Change:
         )
         return (
             f"<b>[{self.tag}] {html.escape(self.title)}</b>"
-            f'<table style="font-size:12px"><tr><th style="text-align:left">'
+            f'<div style="overflow-x:auto"><table style="font-size:12px;width:max-content">'
+            f'<tr><th style="text-align:left">'
             f'{self.serial_name} (serial)</th><th style="text-align:left">'
-            f"{self.horovod_name} (Horovod)</th></tr>{rows}</table>"
+            f"{self.horovod_name} (Horovod)</th></tr>{rows}</table></div>"
         )
 
 

@@ -50,6 +50,23 @@ def work_dir(folder: str | os.PathLike = "") -> Path:
     return Path(folder or "my-first-horovod").absolute()
 
 
+#: The lessons' folder of a checkout: a command a lesson prints names paths from there, where the
+#: notebook runs (papermill and the book may run it from elsewhere).
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def from_notebooks(path: str | os.PathLike) -> str:
+    """``path`` as the notebooks' folder sees it (``../workshop/lessons/first_program/...``),
+    whatever the current folder; absolute where there is no such folder (an installed package).
+
+    >>> from_notebooks(NOTEBOOKS_DIR.parent / "workshop" / "cli.py")
+    '../workshop/cli.py'
+    """
+    if not NOTEBOOKS_DIR.is_dir():
+        return str(Path(path).absolute())
+    return os.path.relpath(Path(path).absolute(), NOTEBOOKS_DIR)
+
+
 def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
     """``workshop check`` for real when ``live`` (see :func:`run_check`), else the recorded
     report ``name`` (``check_skeleton`` or ``check_solution``), as a ``check.Report``."""
@@ -66,7 +83,7 @@ def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
         key: Check(value["ok"], re.sub(r"/tmp/tmp\w+", "CHECKPOINT_DIR", value["evidence"]))
         for key, value in report["checks"].items()
     }
-    script_here = os.path.relpath(script_path(Path(report["script"]).name))
+    script_here = from_notebooks(script_path(Path(report["script"]).name))
     args = " ".join(found["args"]).replace("{ckpt}", "CHECKPOINT_DIR")
     print(f"replaying `workshop check {script_here} -- {args}`, recorded {found['recorded_at']}")
     return Report(

@@ -15,6 +15,7 @@ from workshop.lessons.exercises.registry import (
     finding,
     recorded,
     slips,
+    tolerances_of,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "finding",
     "recorded",
     "slips",
+    "tolerances_of",
 ]

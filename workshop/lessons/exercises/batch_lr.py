@@ -60,7 +60,7 @@ EXERCISES = (
         data=("lr",),
         recorded={"lr": RECORDINGS["lr"]},
         expected=lambda lr: said.scaled_lr_np4(lr, "linear"),
-        rel_tol=0.01,
+        sig_figs=2,
         minutes=5,
         hints=(
             "How many times larger than the base batch is the global batch at np = 4?",
@@ -78,7 +78,7 @@ EXERCISES = (
         data=("lr",),
         recorded={"lr": RECORDINGS["lr"]},
         expected=lambda lr: said.scaled_lr_np4(lr, "sqrt"),
-        rel_tol=0.01,
+        sig_figs=2,
         minutes=3,
         hints=(
             "Which power of the batch factor k does the square-root rule use?",
@@ -92,7 +92,7 @@ EXERCISES = (
         data=("lr",),
         recorded={"lr": RECORDINGS["lr"]},
         expected=_recovered,
-        rel_tol=0.02,
+        sig_figs=2,
         minutes=15,
         hints=(
             "Which three runs do you need, and which number from each?",

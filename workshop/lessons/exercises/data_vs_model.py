@@ -96,7 +96,7 @@ EXERCISES = (
         data=(),
         recorded={},
         expected=ring_over_server_8_bytes,
-        rel_tol=0.05,
+        sig_figs=2,
         hints=(
             "For 8 bytes, which terms of the two formulas still matter?",
             "The bandwidth terms are below a nanosecond: count the latencies alpha each one pays",
@@ -118,9 +118,10 @@ EXERCISES = (
         expected=lambda: _average(ROOT, 1),
         rel_tol=1e-6,
         hints=(
-            "Which reduction does hvd.allreduce apply when you name none, and does a rank keep "
-            "its own tensor or get something computed from all of them?",
-            "The default is the average over the ranks, the same result on every rank",
+            "Does a rank keep its own tensor after an allreduce, or get something computed "
+            "from every rank's tensor?",
+            "The average over the ranks (the question names it), the same result on every "
+            "rank: add the ranks' second elements and divide by the number of ranks",
         ),
         slips=(
             Slip("the sum (op=Sum), not the average", lambda: RANKS * _average(ROOT, 1)),

@@ -21,10 +21,23 @@ collapsed::
 
 The expected value is always computed by the notebook from data (or from a formula the lesson
 taught), never typed in. An unanswered exercise (``None``) is not an error: the check says what
-to do, in one line (:data:`UNANSWERED_LINE`; the book leaves that line out). Hints come only
-after a wrong answer and escalate: the first wrong try shows ``hints[0]``, the second
-``hints[1]``, and so on (the last one repeats). A wrong answer that matches one of the
-exercise's classic slips also says which slip it looks like.
+to do, in one line (:data:`UNANSWERED_LINE`; the book leaves that line out).
+
+One rule chooses the hint after a wrong answer, by what the answer looks like:
+
+1. it matches one of the exercise's classic slips (the registry knows them): the check says
+   which slip it looks like, and gives that slip's own hint, or else the exercise's last hint
+   (the idea), whatever the number of tries;
+2. it is a near miss, a number within ten times the tolerance
+   (:data:`.answers.NEAR`): the check says so
+   and names the precision the question asks for (``asks``), not a direction;
+3. otherwise the hints come in order, one per such try: ``hints[0]``, then ``hints[1]``, and so
+   on (the last one repeats).
+
+The tolerance follows from the precision the question asks for, stated in the question: the
+registry turns "to 2 significant figures" or "to 2 decimal places" into half a unit of the last
+digit asked (:func:`.answers.precision_tolerance`); a prediction states its band ("within
+15 %").
 
 Solutions run only when the notebook's ``SOLUTIONS`` parameter is True (CI sets it through
 papermill); they never touch ``answer_NN_k``, and :func:`passed` counts only the learner's
@@ -43,9 +56,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workshop.lessons.exercises import answers
 from workshop.units import plain
 
 STRICT_ENV = "WORKSHOP_EXERCISES_STRICT"
@@ -96,84 +110,6 @@ def _strict() -> bool:
     return os.environ.get(STRICT_ENV, "") not in ("", "0")
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _word(text: str) -> str:
-    # "(c)", " C ", "c)" and "c." all name option c; words compare without case.
-    return text.strip().strip("().").strip().lower()
-
-
-def _matches(answer, expected, rel_tol: float, abs_tol: float) -> bool:
-    answer, expected = plain(answer), plain(expected)
-    if isinstance(expected, str):
-        return isinstance(answer, str) and _word(answer) == _word(expected)
-    if isinstance(expected, (set, frozenset)):
-        if isinstance(answer, str) or not isinstance(answer, Iterable):
-            return False
-        normal = {_word(a) if isinstance(a, str) else plain(a) for a in answer}
-        return normal == {_word(e) if isinstance(e, str) else plain(e) for e in expected}
-    if isinstance(expected, (tuple, list)):
-        # A ranking: the order matters, each item compared like a single answer.
-        if isinstance(answer, str) or not isinstance(answer, Sequence):
-            return False
-        return len(answer) == len(expected) and all(
-            _matches(a, e, rel_tol, abs_tol) for a, e in zip(answer, expected, strict=True)
-        )
-    if isinstance(expected, bool) or not _is_number(expected):
-        return answer == expected
-    if not _is_number(answer) or math.isnan(answer):
-        return False
-    return math.isclose(answer, expected, rel_tol=rel_tol, abs_tol=abs_tol)
-
-
-def _show(value) -> str:
-    """A value as a learner reads it: plain numbers (1,234 and 0.6931, not 1.234e+03 or
-    np.float64(0.6931)), a ranking as (a, b), a set as {a, b}, text in quotes."""
-    value = plain(value)
-    if isinstance(value, bool):
-        return repr(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if not math.isfinite(value) or value == 0:
-            return repr(value)
-        if abs(value) >= 1e4 or value.is_integer():
-            return f"{value:,.0f}"
-        return f"{value:.4g}" if abs(value) >= 1e-4 else f"{value:.3e}"
-    if isinstance(value, (set, frozenset)):
-        return "{" + ", ".join(_show(v) for v in sorted(value, key=str)) + "}"
-    if isinstance(value, (tuple, list)):
-        return "(" + ", ".join(_show(v) for v in value) + ")"
-    return repr(value)
-
-
-def _describe(expected, rel_tol: float, abs_tol: float) -> str:
-    text = _show(expected)
-    if _is_number(plain(expected)):
-        if rel_tol:
-            text += f" (within {rel_tol * 100:.2g}%)"  # 10%, 15%, 0.3%: never "0%"
-        elif abs_tol:
-            text += f" (within {abs_tol:g})"
-    return text
-
-
-def _kind_note(answer, expected) -> str:
-    """Why an answer of the wrong kind cannot match: a number in quotes, a letter without."""
-    answer, expected = plain(answer), plain(expected)
-    if _is_number(expected) or (
-        isinstance(expected, (tuple, list)) and all(_is_number(plain(e)) for e in expected)
-    ):
-        if isinstance(answer, str):
-            return " That is text (in quotes): write the number without quotes."
-        if isinstance(answer, bool):
-            return " That is True or False: the answer is a number."
-    if isinstance(expected, str) and not isinstance(answer, str):
-        return ' The answer is text: write it in quotes, e.g. "a".'
-    return ""
-
-
 def _hints(exercise: str, hints: Sequence[str]) -> tuple[str, ...]:
     if isinstance(hints, str):
         raise TypeError(f"[{exercise}] hints= takes a tuple of strings, not one string")
@@ -190,7 +126,7 @@ def _jsonable(value):
     value = plain(value)
     if isinstance(value, bool):
         return {"kind": "bool", "value": value}
-    if _is_number(value):
+    if answers.is_number(value):
         return {"kind": "number", "value": value if math.isfinite(value) else repr(value)}
     if isinstance(value, str):
         return {"kind": "string", "value": value}
@@ -228,6 +164,25 @@ def _record_fields(expected, rel_tol: float, abs_tol: float) -> dict:
     return {"expected": _jsonable(expected), "rel_tol": rel_tol, "abs_tol": abs_tol}
 
 
+def _hint(exercise, answer, expected, rel_tol, abs_tol, hints, slips, asks) -> str:
+    """What a wrong answer is told, by the rule of the module's docstring: a slip's hint, a
+    near miss's precision, or the next of the hints in order."""
+    for why, value, *own in slips:
+        if answers.matches(answer, value, rel_tol, abs_tol):
+            hint = own[0] if own and own[0] else (hints[-1] if hints else "")
+            return f" That looks like {why}." + (f" Hint: {hint}" if hint else "")
+    if answers.near(answer, expected, rel_tol, abs_tol):
+        wanted = asks or f"within {_tolerance_words(rel_tol, abs_tol)}"
+        return f" Close, but not {wanted}: check your rounding and units, not the method."
+    tries = _WRONG_TRIES.get(exercise, 0)
+    _WRONG_TRIES[exercise] = tries + 1
+    return f" Hint: {hints[min(tries, len(hints) - 1)]}" if hints else ""
+
+
+def _tolerance_words(rel_tol: float, abs_tol: float) -> str:
+    return f"{rel_tol * 100:.2g}%" if rel_tol else f"{abs_tol:g}"
+
+
 def check(
     exercise: str,
     answer,
@@ -237,7 +192,8 @@ def check(
     abs_tol: float = 0.0,
     hints: Sequence[str] = (),
     behind: float | None = None,
-    slips: Sequence[tuple[str, object]] = (),
+    slips: Sequence[tuple] = (),
+    asks: str = "",
 ) -> Verdict:
     """Say whether the learner's ``answer`` matches ``expected`` and print the verdict.
 
@@ -250,14 +206,17 @@ def check(
         answer: the learner's value; ``None`` means not answered yet.
         expected: the right value, computed by the notebook from data.
         rel_tol, abs_tol: tolerances for numbers.
-        hints: 1 to 3 hints, shown one per wrong try (a question first, then the idea; never
-            the value); the last one repeats.
+        hints: 1 to 3 hints (a question first, then the idea; never the value): shown one
+            per wrong try that is neither a slip nor a near miss; the last one repeats.
         behind: for a choice among ranges, the measured number the right letter stands for
             (not shown; logged, so that a test can look for it where the learner reads before
             answering).
-        slips: ``(why, value)`` pairs, the classic mistakes computed from the same data: a
-            wrong answer that matches one (with the same tolerances) is told ``why``; logged,
-            so that a test can check that the tolerances reject each of them.
+        slips: ``(why, value)`` or ``(why, value, hint)``, the classic mistakes computed
+            from the same data: a wrong answer that matches one (with the same tolerances) is
+            told ``why`` and that slip's hint (or the last of ``hints``); logged, so that a
+            test can check that the tolerances reject each of them.
+        asks: the precision the question asks for, in its words ("to 2 significant
+            figures"): what a near miss is told.
 
     Returns:
         A :class:`Verdict`; truthy when right.
@@ -270,11 +229,20 @@ def check(
     >>> check("00.1", None, expected=42, hints=("what is six times seven?",)).ok is None
     [00.1] no answer yet: fill in your value, run the cell again.
     True
-    >>> check("00.1", 40, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
-    [00.1] not yet: you said 40. Hint: first?
+    >>> check("00.1", 30, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
+    [00.1] not yet: you said 30. Hint: first?
     False
-    >>> check("00.1", 41, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
-    [00.1] not yet: you said 41. Hint: second
+    >>> check("00.1", 24, expected=42, rel_tol=0.01, hints=("first?", "second"),
+    ...       slips=[("four times six", 24)]).ok
+    [00.1] not yet: you said 24. That looks like four times six. Hint: second
+    False
+    >>> check("00.1", 41, expected=42, rel_tol=0.01, hints=("first?", "second"),
+    ...       asks="to 2 significant figures").ok  # doctest: +NORMALIZE_WHITESPACE
+    [00.1] not yet: you said 41. Close, but not to 2 significant figures: check your rounding
+    and units, not the method.
+    False
+    >>> check("00.1", 35, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
+    [00.1] not yet: you said 35. Hint: second
     False
     >>> check("00.1", 41.9, expected=42, rel_tol=0.01, hints=("first?", "second")).ok
     [00.1] right: 42.
@@ -288,23 +256,12 @@ def check(
         verdict = Verdict(
             exercise, None, f"[{exercise}] no answer yet: fill in your value, run the cell again."
         )
-    elif _matches(answer, expected, rel_tol, abs_tol):
-        verdict = Verdict(exercise, True, f"[{exercise}] right: {_show(expected)}.")
+    elif answers.matches(answer, expected, rel_tol, abs_tol):
+        verdict = Verdict(exercise, True, f"[{exercise}] right: {answers.show(expected)}.")
     else:
-        message = f"[{exercise}] not yet: you said {_show(answer)}."
-        message += _kind_note(answer, expected)
-        message += next(
-            (
-                f" That looks like {why}."
-                for why, value in slips
-                if _matches(answer, value, rel_tol, abs_tol)
-            ),
-            "",
-        )
-        tries = _WRONG_TRIES.get(exercise, 0)
-        _WRONG_TRIES[exercise] = tries + 1
-        if hints:
-            message += f" Hint: {hints[min(tries, len(hints) - 1)]}"
+        message = f"[{exercise}] not yet: you said {answers.show(answer)}."
+        message += answers.kind_note(answer, expected)
+        message += _hint(exercise, answer, expected, rel_tol, abs_tol, hints, slips, asks)
         verdict = Verdict(exercise, False, message)
     if verdict.ok is not None:
         # A right answer stays right: a wrong try after it does not take it back.
@@ -317,12 +274,14 @@ def check(
         hints=list(hints),
         **_record_fields(expected, rel_tol, abs_tol),
         **({} if behind is None else {"behind": float(plain(behind))}),
-        **({"slips": [{"why": w, **_jsonable(v)} for w, v in slips]} if slips else {}),
+        **({"slips": [{"why": w, **_jsonable(v)} for w, v, *_ in slips]} if slips else {}),
     )
     _room(exercise, verdict.ok)
     print(verdict.message)
     if verdict.ok is False and _strict():
-        raise ExerciseError(f"{verdict.message} Expected {_describe(expected, rel_tol, abs_tol)}.")
+        raise ExerciseError(
+            f"{verdict.message} Expected {answers.describe(expected, rel_tol, abs_tol)}."
+        )
     return verdict
 
 
@@ -358,15 +317,14 @@ def check_solution(
     []
     """
     _register(exercise, expected, rel_tol, abs_tol, ())
-    ok = _matches(solution, expected, rel_tol, abs_tol)
+    ok = answers.matches(solution, expected, rel_tol, abs_tol)
     if ok:
-        message = f"[{exercise}] worked solution: {_show(solution)}, matches the data."
+        message = f"[{exercise}] worked solution: {answers.show(solution)}, matches the data."
         message += f" {explanation}" if explanation else ""
     else:
-        wanted = _describe(expected, rel_tol, abs_tol)
-        message = (
-            f"[{exercise}] worked solution gives {_show(solution)} but the data give {wanted}."
-        )
+        wanted = answers.describe(expected, rel_tol, abs_tol)
+        shown = answers.show(solution)
+        message = f"[{exercise}] worked solution gives {shown} but the data give {wanted}."
     _SOLUTIONS[exercise] = ok
     _log("solution", exercise, ok=ok, **_record_fields(expected, rel_tol, abs_tol))
     print(message)

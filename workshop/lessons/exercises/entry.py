@@ -10,16 +10,20 @@ from dataclasses import dataclass, field
 ID = re.compile(r"^\d\d\.\d+$")
 FINDING_ID = re.compile(r"^\d\d\.[a-z][a-z0-9-]*$")
 MAX_HINTS = 3
+#: A relative tolerance this small is no precision asked, only floating-point rounding.
+EXACT = 1e-6
 
 
 @dataclass(frozen=True)
 class Slip:
     """A classic mistake: ``why`` in words (the learner reads "That looks like <why>."; it
     must not give the answer away) and ``value``, computed from the same data as the expected
-    value. The exercise's tolerance must reject it (tests/test_exercises.py)."""
+    value; ``hint``, what a learner who made it is told (empty: the exercise's last hint, its
+    idea). The exercise's tolerance must reject it (tests/test_exercises.py)."""
 
     why: str
     value: Callable[..., object]
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,13 @@ class Exercise:
     question, then the idea, never the value); ``solution``, the worked solution's idea in a
     sentence; tolerances for a number (``math.isclose``); ``behind``, for a choice among
     ranges, the number the right letter stands for (logged for the screen's leak test);
-    ``minutes``, what a newcomer needs for it (the lesson's stated time adds them up)."""
+    ``minutes``, what a newcomer needs for it (the lesson's stated time adds them up).
+
+    The tolerance follows from the precision the question asks for, which the question
+    states in the words of :attr:`asks`: ``sig_figs`` or ``decimals`` (half a unit of the last
+    digit asked, :func:`.answers.precision_tolerance`), or ``rel_tol`` for a prediction ("within
+    15 %"); none of them: an exact answer (a count, a letter; ``rel_tol`` up to
+    :data:`EXACT` only absorbs floating-point rounding)."""
 
     id: str
     data: tuple[str, ...]
@@ -44,6 +54,8 @@ class Exercise:
     abs_tol: float = 0.0
     behind: Callable[..., float] | None = None
     minutes: int = 5
+    sig_figs: int = 0
+    decimals: int = 0
 
     def __post_init__(self) -> None:
         where = f"exercise {self.id!r}"
@@ -57,6 +69,23 @@ class Exercise:
             raise ValueError(f"{where}: name at least one classic slip its tolerance rejects")
         if self.rel_tol < 0 or self.abs_tol < 0:
             raise ValueError(f"{where}: tolerances are >= 0")
+        asked = [n for n in ("sig_figs", "decimals", "abs_tol") if getattr(self, n)]
+        if len(asked) + (self.rel_tol > EXACT) > 1:
+            raise ValueError(f"{where}: one precision: sig_figs, decimals or a tolerance")
+
+    @property
+    def asks(self) -> str:
+        """The precision the question asks for, in the words its text states ("" when the
+        answer is exact)."""
+        if self.sig_figs:
+            return f"to {self.sig_figs} significant figure{'s' if self.sig_figs > 1 else ''}"
+        if self.decimals:
+            return f"to {self.decimals} decimal place{'s' if self.decimals > 1 else ''}"
+        if self.rel_tol > EXACT:
+            return f"within {self.rel_tol * 100:g} %"
+        if self.abs_tol:
+            return f"within {self.abs_tol:g}"
+        return ""
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ EXERCISES = (
         data=("sweep",),
         recorded=RECORDINGS,
         expected=throughput_speedup,
-        rel_tol=0.02,
+        sig_figs=2,
         hints=(
             "Which lines of each metrics.jsonl are the steady state, and which field holds the "
             "throughput?",

@@ -45,6 +45,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from workshop.lessons.exercises import (
+    answers,
     batch_lr,
     data_vs_model,
     diagnosing,
@@ -142,7 +143,7 @@ def exercise(exercise_id: str, answer, *data, worked: bool = False) -> engine.Ve
     item = entry(exercise_id)
     data = _data(item, data)
     want = item.expected(*data)
-    tolerances = {"rel_tol": item.rel_tol, "abs_tol": item.abs_tol}
+    tolerances = tolerances_of(item, want)
     if worked:
         return engine.check_solution(
             exercise_id, answer, expected=want, explanation=item.solution, **tolerances
@@ -153,9 +154,19 @@ def exercise(exercise_id: str, answer, *data, worked: bool = False) -> engine.Ve
         expected=want,
         hints=item.hints,
         behind=None if item.behind is None else item.behind(*data),
-        slips=[(slip.why, slip.value(*data)) for slip in item.slips],
+        slips=[(slip.why, slip.value(*data), slip.hint) for slip in item.slips],
+        asks=item.asks,
         **tolerances,
     )
+
+
+def tolerances_of(item: Exercise, want) -> dict[str, float]:
+    """``rel_tol`` and ``abs_tol`` of ``item`` for the expected value ``want``: from the
+    precision its question asks for (half a unit of the last digit), or as registered."""
+    if item.sig_figs or item.decimals:
+        tol = answers.precision_tolerance(want, sig_figs=item.sig_figs, decimals=item.decimals)
+        return {"rel_tol": 0.0, "abs_tol": tol}
+    return {"rel_tol": item.rel_tol, "abs_tol": item.abs_tol}
 
 
 def finding(finding_id: str, *data) -> Prose | None:

@@ -56,7 +56,7 @@ EXERCISES = (
         data=("seeds",),
         recorded={"seeds": RECORDINGS["seeds"]},
         expected=_efficiency,
-        rel_tol=0.01,
+        sig_figs=2,
         minutes=8,
         hints=(
             "Which is larger, the time on 1 GPU or on 32? Which way round is the speedup of a "
@@ -75,7 +75,7 @@ EXERCISES = (
         data=("seeds",),
         recorded={"seeds": RECORDINGS["seeds"]},
         expected=said.three_ways,
-        rel_tol=0.01,
+        decimals=2,
         minutes=15,
         hints=(
             "For each log, what do you add up, and which of the two logs' totals goes on top "
@@ -116,7 +116,7 @@ EXERCISES = (
         data=("timed",),
         recorded={"timed": RECORDINGS["timed"]},
         expected=said.model_comm_ms,
-        rel_tol=0.02,
+        sig_figs=2,
         minutes=10,
         hints=(
             "How many allreduces does a step make, and what does the ring formula charge for "

@@ -51,7 +51,6 @@ EXERCISES = (
         data=("fusion",),
         recorded=_on("fusion"),
         expected=_bytes,
-        rel_tol=0.01,
         hints=(
             "Which records tell a tensor's size, and how many bytes does one element of each "
             "dtype take?",
@@ -104,7 +103,6 @@ EXERCISES = (
         data=("compression",),
         recorded=_on("compression"),
         expected=lambda c: float(compression_comm(c).bytes_per_step["fp16"]),
-        rel_tol=0.01,
         hints=(
             "What does fp16 compression change about each gradient element before the "
             "allreduce, and what does it leave as it is?",
