@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from workshop.analysis.benchmarks import RUN_MEASURES, steady_samples_per_s
@@ -264,3 +265,24 @@ def test_the_capstone_fixed_runs_show_no_problem_of_their_own(name):
     cache = next(c for c in result["costs"] if c["problem"] == "cache_off")
     assert result["settings"]["cache_capacity"] == 0
     assert cache["measured"] and 0 < cache["share"] < 0.10
+
+
+def test_the_diagnosis_predicts_each_fix_and_lesson_09_says_where_it_falls_short():
+    # workshop diagnose's saving on each broken run beside the fixed run's step: the cycle
+    # model within 5 % of the measured 43.1 ms; fusion within 1.5 ms of 4.5 ms; the
+    # straggler's prediction (the others' wait for its extra compute) below what the fix
+    # gained, as lesson 09 says; the LR costs accuracy, not time
+    from workshop.lessons.capstone_findings import prediction_table
+
+    table = prediction_table(*(capstone.load(n).broken for n in CASES))
+    cycle, fusion, straggler = (table.loc[c] for c in ("case-4", "case-3", "case-1"))
+    assert cycle["predicted_ms"] == pytest.approx(cycle["measured_ms"], rel=0.05)
+    assert fusion["predicted_ms"] == pytest.approx(fusion["measured_ms"], abs=1.5)
+    assert straggler["predicted_ms"] < straggler["measured_ms"]
+    assert pd.isna(table.loc["case-2", "predicted_ms"])
+    assert list(table["problem"]) == [
+        "straggler",
+        "lr_not_scaled",
+        "fusion_off",
+        "long_cycle_time",
+    ]

@@ -39,8 +39,9 @@ RUN_SHAPE = (
 #: straggler benchmark injects a milder one (one busy process, 75 % of the time: 1.2-1.9x,
 #: which only the CPU-wait gap separates; data/benchmarks/straggler-cpu-wait).
 HOGS = 3
-#: The training programs whose processes are the ranks.
-PROGRAMS = ("workshop.train.torch_train", "workshop.train.tf_train")
+#: The training programs whose processes are the ranks (``workshop.check.runner`` runs a
+#: learner's script: ``workshop run --script``).
+PROGRAMS = ("workshop.train.torch_train", "workshop.train.tf_train", "workshop.check.runner")
 
 
 def stop_on_sigterm() -> None:

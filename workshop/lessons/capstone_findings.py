@@ -6,12 +6,13 @@ which give an answer away.
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
-from workshop.findings.diagnose import diagnose_text
+from workshop.findings.diagnose import diagnose_run, diagnose_text
 from workshop.lessons import capstone
 from workshop.readers.runs import open_run
 from workshop.readers.timeline import TimelineWarning
@@ -108,6 +109,71 @@ def gains(*broken) -> str:
             f"{row['rounds']} rounds ({row['min']:.2f} to {row['max']:.2f}, {row['verdict']}); "
             f"the broken runs alone vary {row['noise']:.2f}x, so the gain is {size} than that "
             f"noise. The single diagnosis pair said {row['single_run_gain']:.2f}x."
+        )
+    return "\n".join(lines)
+
+
+#: The menu's problems in ``workshop diagnose``'s words (its problem ids).
+DIAGNOSIS_OF = {
+    "a": "input_pipeline",
+    "b": "fusion_off",
+    "c": "straggler",
+    "d": "long_cycle_time",
+    "e": "lr_not_scaled",
+    "f": "oversubscribed",
+}
+
+
+def prediction_table(*broken) -> pd.DataFrame:
+    """What ``workshop diagnose`` predicts each case's fix saves, beside what it gained.
+
+    Returns:
+        One row per case: ``problem`` (diagnose's id), ``step_ms`` (the broken run's median
+        step), ``predicted_ms`` (its cost of that problem: the time per step the fix saves)
+        and ``uncertainty_ms``, ``fixed_step_ms`` (the fixed run's median step),
+        ``measured_ms`` (broken step - fixed step), ``predicted_gain`` (broken step / the
+        step less the saving), ``measured_gain`` (the repeats' median throughput gain).
+        NaN for a problem that costs accuracy, not time.
+    """
+    from workshop.analysis.diagnose.costs import step_ms
+
+    rows = {}
+    for case in map(_case, broken):
+        problem = DIAGNOSIS_OF[capstone.answer_key(case).problem]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TimelineWarning)
+            result = diagnose_run(case.broken)
+        cost = next(c for c in result["costs"] if c["problem"] == problem)
+        step, fixed = result["step_ms"], step_ms(open_run(case.fixed).steps)
+        gain = capstone.gain_summary(case)
+        rows[case.name] = {
+            "problem": problem,
+            "step_ms": step,
+            "predicted_ms": cost["saving_ms"],
+            "uncertainty_ms": cost["uncertainty_ms"],
+            "fixed_step_ms": fixed,
+            "measured_ms": step - fixed,
+            "predicted_gain": step / (step - cost["saving_ms"]),
+            "measured_gain": gain["median"] if gain["measure"] == "samples_per_s" else math.nan,
+        }
+    return pd.DataFrame(rows).T.rename_axis("case")
+
+
+def predictions(*broken) -> str:
+    """The prediction table in sentences, one per case."""
+    lines = []
+    for name, r in prediction_table(*broken).iterrows():
+        if pd.isna(r["predicted_ms"]):
+            lines.append(
+                f"- {name} ({r['problem']}): costs accuracy, not time; no time to predict."
+            )
+            continue
+        lines.append(
+            f"- {name} ({r['problem']}): predicted from the broken run alone, the fix saves "
+            f"**{r['predicted_ms']:.1f} ms** ± {r['uncertainty_ms']:.1f} of its "
+            f"{r['step_ms']:.1f} ms step ({r['predicted_gain']:.2f}x the throughput); the fixed "
+            f"run's step is {r['fixed_step_ms']:.1f} ms, **{r['measured_ms']:.1f} ms** shorter, "
+            f"and the repeats gained {r['measured_gain']:.2f}x (median of the rounds)."
         )
     return "\n".join(lines)
 
