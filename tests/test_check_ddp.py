@@ -142,7 +142,12 @@ def test_live_a_missing_init_process_group_is_named(checked, cpu_lock):
     report = checked("ddp_correct.py", "--no-init")
     assert report.exit_code == 2
     assert "the script uses the process group before any" in report.error
-    assert "sampler = DistributedSampler(dataset, seed=0)" in report.error
+    # the first use of the group, named with the learner's line
+    assert (
+        "What happened: line 29 of ddp_correct.py (torch.manual_seed(1000 + dist.get_rank()))"
+        in report.error
+    )
+    assert "torchrun's ChildFailedError only says that a rank failed" in report.error
     assert TAKES not in report.error  # it is a DDP script: no "what check takes" message
 
 

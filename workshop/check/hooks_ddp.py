@@ -27,6 +27,7 @@ scripts; this layer adds what DDP does in Horovod's place (torch 2.14, named by 
 from __future__ import annotations
 
 import functools
+import os
 
 from workshop.check.observe import Recorder
 
@@ -47,6 +48,10 @@ def install_ddp(recorder: Recorder, torch, fingerprint) -> None:
     from torch.distributed import distributed_c10d
     from torch.nn.parallel import distributed as ddp_module
 
+    if os.environ.get("TORCHELASTIC_RUN_ID"):
+        # Started by torchrun: a DDP script, whether or not it reaches init_process_group (the
+        # fixes then speak DDP's API).
+        recorder.imported("ddp")
     _watch_init(recorder, dist, distributed_c10d)
     for name in DIST_COLLECTIVES:
         _watch_collective(recorder, name, dist, distributed_c10d)

@@ -131,9 +131,11 @@ def install_torch(recorder: Recorder, torch) -> None:
         found = _params(optimizer)
         with recorder.lock:
             local, recorder.local = recorder.local, {}
+        mean = recorder.local_gradients  # the projections compared with the mean
         recorder.step(
             lr, [_fingerprint(p.grad) for p in found], params,
-            [local.get(id(p)) for p in found], [projection(p.grad) for p in found],
+            [local.get(id(p)) for p in found] if mean else None,
+            [projection(p.grad) for p in found] if mean else None,
         )  # fmt: skip
 
     def step_pre(optimizer, args, kwargs):
@@ -246,7 +248,7 @@ def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> None:
     original = optimizer_cls.add_param_group
 
     def local(param):
-        if not recorder.muted and not recorder.probe:
+        if recorder.local_gradients and not recorder.muted:
             value = projection(param.grad)
             with recorder.lock:
                 recorder.local[id(param)] = value

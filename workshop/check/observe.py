@@ -160,8 +160,10 @@ class Recorder:
         self.broadcast_outputs: list = []
         self.object_broadcasts = 0
         self.apis: list[str] = []
-        # This step's gradients as backward left them (parameter id -> projection).
+        # This step's gradients as backward left them (parameter id -> projection); not
+        # recorded in a timed run (workshop run --script), where they would cost step time.
         self.local: dict[int, list] = {}
+        self.local_gradients = not probe
         self.clips: list[dict] = []
         self.reduce_ops: dict[str, dict] = {}
         self.ddp: list[dict] = []

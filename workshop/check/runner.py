@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.run_dir:
         from workshop.check.stepclock import attach
 
+        recorder.local_gradients = False  # timed steps: no projections inside them
         clock = attach(recorder)
     AfterImport(observation_hooks(recorder)).install()
     _write_when_stopped(recorder)
