@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workshop import check
-from workshop.check.ddp_failures import explain_ddp_error
+from workshop.check.ddp_failures import explain_ddp_error, mismatched_collective
 from workshop.check.launchers import TAKES, script_launcher
 from workshop.check.verdicts import FIXES, style_of
 
@@ -57,6 +57,22 @@ def test_ddps_own_errors_are_explained_with_their_line_and_fix():
     assert "find_unused_parameters=True" in found
     # The near miss: another RuntimeError is not DDP's.
     assert explain_ddp_error({"type": "RuntimeError", "message": "shape mismatch"}) is None
+
+
+def test_collectives_called_differently_are_compared_in_order():
+    def calls(*shapes):
+        return {"dist_calls": [{"op": "all_reduce", "shape": s, "where": "t.py:4: x"} for s in
+                               shapes]}  # fmt: skip
+
+    same = {0: calls([1], [3]), 1: calls([1], [3])}
+    assert mismatched_collective(same) is None
+    # The near miss: the second call's shape depends on the rank.
+    differ = {0: calls([1], [3]), 1: calls([1], [4])}
+    found = mismatched_collective(differ)
+    assert found.startswith(
+        "the ranks' collective number 2 does not match (rank 0 all_reduce of shape [3] at "
+        "t.py:4: x; rank 1 all_reduce of shape [4] at t.py:4: x)"
+    )
 
 
 # -- live: each script checked once, on 2 torchrun ranks ----------------------------------
@@ -161,3 +177,14 @@ def test_live_a_collective_only_rank_0_calls_is_named_as_a_stall(checked, cpu_lo
     )
     assert "rank 1 waits in DDP forward" in report.error
     assert "if dist.get_rank() == 0: print(loss.item()" in report.error
+
+
+@pytest.mark.live
+def test_live_mismatched_shapes_are_named(checked, cpu_lock):
+    report = checked("ddp_mismatched_shapes.py")
+    assert report.exit_code == 2
+    assert (
+        "What happened: the ranks' collective number 1 does not match (rank 0 all_reduce of "
+        "shape [3] at ddp_mismatched_shapes.py:12: dist.all_reduce(counts); rank 1 all_reduce "
+        "of shape [4]" in report.error
+    )

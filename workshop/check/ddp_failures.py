@@ -14,6 +14,8 @@ here is the one its source raises, named by file).
 - Uneven inputs: a rank that ran out of batches leaves, and the other's ``backward()`` fails in
   Gloo (``Connection closed by peer``; ``third_party/gloo/gloo/transport/tcp/pair.cc``):
   the fix is the ``Join`` context manager or equal shards.
+- Mismatched shapes: the ranks' collectives are compared in order
+  (:func:`mismatched_collective`); Gloo itself does not check them.
 - torchrun's ``ChildFailedError`` (``torch/distributed/elastic/multiprocessing/errors``) is
   only torchrun saying a rank failed: the rank's own error is the cause.
 """
@@ -93,12 +95,46 @@ def explain_ddp_error(error: dict, output: str = "") -> str | None:
     return None
 
 
+def _call(rank: int, call: dict) -> str:
+    at = f" at {call['where']}" if call.get("where") else ""
+    return f"rank {rank} {call['op']} of shape {call['shape']}{at}"
+
+
+def mismatched_collective(observations: dict[int, dict]) -> str | None:
+    """The first ``torch.distributed`` collective the ranks called differently (another op,
+    or another shape at the same place in their order), in words; None when they agree.
+
+    Gloo does not check: an ``all_reduce`` of 3 elements on rank 0 against 4 on rank 1 returns
+    on rank 0 (with a sum of what it got) while rank 1 waits for the rest (torch 2.14, Gloo,
+    2 CPU ranks: rank 0 went on, rank 1 failed with "Connection closed by peer" once rank 0
+    left)."""
+    calls = {r: obs.get("dist_calls") or [] for r, obs in sorted(observations.items())}
+    if len(calls) < 2:
+        return None
+    for k in range(min(len(c) for c in calls.values())):
+        seen = {r: c[k] for r, c in calls.items()}
+        if len({(x["op"], str(x["shape"])) for x in seen.values()}) > 1:
+            each = "; ".join(_call(r, x) for r, x in seen.items())
+            return (
+                f"the ranks' collective number {k + 1} does not match ({each}): a "
+                "torch.distributed collective must be called by every rank with the same op "
+                "and shape (Gloo does not check: one rank returns with a wrong result, another "
+                "waits). Fix: give every rank tensors of the same shape (pad, or all_gather the "
+                "sizes first), or gather objects with dist.all_gather_object"
+            )
+    return None
+
+
 def explain_ddp_consequence(observations: dict[int, dict], output: str = "") -> str | None:
-    """Why a DDP rank failed because another left or failed first: uneven inputs (the ranks'
-    unequal step counts, and the ``Join`` fix), and torchrun's ``ChildFailedError`` as the
-    consequence of a rank's own error. None when neither applies."""
+    """Why a DDP rank failed because another left or failed first: a collective the ranks
+    called differently (:func:`mismatched_collective`), uneven inputs (the ranks' unequal step
+    counts, and the ``Join`` fix), and torchrun's ``ChildFailedError`` as the consequence of a
+    rank's own error. None when none applies."""
     parts = []
     ranks = [observations[r] for r in sorted(observations)]
+    mismatch = mismatched_collective(observations)
+    if mismatch:
+        parts.append(mismatch)
     unequal = unequal_steps(ranks)
     if unequal:
         parts.append(f"uneven inputs: {unequal}. Fix: {EQUAL_STEPS_FIX['ddp']}")

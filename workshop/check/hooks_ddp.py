@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import os
 
-from workshop.check.observe import Recorder
+from workshop.check.observe import MAX_RECORDS, Recorder, source_line
 
 #: torch.distributed collectives watched (blocking calls; ``async_op=True`` ones are in flight
 #: until the call returns only).
@@ -89,8 +89,12 @@ def _watch_collective(recorder: Recorder, name: str, dist, c10d) -> None:
     def submitted(key, args, kwargs):
         where = recorder.where()
         recorder.submitted(key, name, None, where)
+        first = args[0] if args else kwargs.get("tensor")
+        shape = list(first.shape) if hasattr(first, "shape") else None
         with recorder.lock:
-            recorder.dist_collectives[name] = recorder.dist_collectives.get(name, 0) + 1
+            if len(recorder.dist_calls) < MAX_RECORDS:
+                line = source_line(*where) if where else None
+                recorder.dist_calls.append({"op": name, "shape": shape, "where": line})
         if name == "all_reduce":
             recorder.allreduced(1)
             recorder.reduced_with(_op_name(args, kwargs), where, None)
@@ -186,8 +190,6 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
 
 
 def _line(recorder: Recorder) -> str | None:
-    from workshop.check.observe import source_line
-
     where = recorder.where()
     return source_line(*where) if where else None
 

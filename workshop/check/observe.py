@@ -56,7 +56,8 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
 - ``reduce_ops``: the reduction of each allreduce the script caused, ``{op: {"count",
   "where", "via"}}`` (``Average``, ``Sum``, ...; the first line that submitted one);
 - ``ddp``: PyTorch DDP models built (``{"where", "find_unused_parameters", "params"}``), and
-  ``dist_collectives``: ``torch.distributed`` collectives the script called itself, per op;
+  ``dist_calls``: the first :data:`MAX_RECORDS` ``torch.distributed`` collectives the script
+  called itself, in order: ``{"op", "shape", "where"}`` (the shape of its first tensor);
 - ``hook_errors``: observations that failed (the script itself was not disturbed).
 """
 
@@ -167,7 +168,7 @@ class Recorder:
         self.clips: list[dict] = []
         self.reduce_ops: dict[str, dict] = {}
         self.ddp: list[dict] = []
-        self.dist_collectives: dict[str, int] = {}
+        self.dist_calls: list[dict] = []
         # Collectives submitted and not yet completed: key -> {"op", "name", "where", "at"}.
         self.in_flight: dict = {}
         self.collectives_done = 0
@@ -426,7 +427,7 @@ class Recorder:
             "clips": self.clips,
             "reduce_ops": self.reduce_ops,
             "ddp": self.ddp,
-            "dist_collectives": self.dist_collectives,
+            "dist_calls": self.dist_calls,
             "pending": self._pending(),
             "status": status,
             "exit_code": exit_code,
