@@ -84,7 +84,7 @@ def test_slice_is_the_whole_timelines_window(
 def test_slice_of_other_layouts_and_damaged_files(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Horovod's layout before 0.21, one key a line, one line, and cut, windowed and damaged
+    """Horovod's layout before 0.20.1, one key a line, one line, and cut, windowed and damaged
     copies of a recording: the same as write_timeline's window of the whole Timeline."""
     monkeypatch.setattr(stitch, "CHUNK", SMALL_CHUNK)
     path = {p.name: p for p in damaged_variants(tmp_path)}[name]

@@ -3,6 +3,7 @@ the whole file read at once, and a peak memory that does not grow with the file.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -39,8 +40,9 @@ def raised(read, path: Path) -> tuple[str, list[str]]:
 def damaged_variants(tmp_path: Path) -> list[Path]:
     """A real recording cut in the middle of a record inside an op, a window between two record
     boundaries (orphan E's at its start, unclosed spans at its end), 40 overwritten bytes; and
-    the layouts of other writers: Horovod before 0.21 (one record a line, ending in '},', the
-    array never closed), one key a line (json.dumps indent=2: the tolerant parser's), one line."""
+    the layouts of other writers: Horovod before 0.20.1 (one record a line, ending in '},', the
+    array never closed), one key a line (json.dumps indent=2: the tolerant parser's), one line;
+    gzip, whole and cut (decompressed a chunk at a time into a temporary file)."""
     data = data_path("timelines", "tl-torch-gloo-np2", "timeline.json").read_bytes()
     starts = [m.start() + 1 for m in re.finditer(rb"[,\n]\{", data)]
     lo, hi = starts[len(starts) // 2 + 7], starts[3 * len(starts) // 4 + 5]
@@ -54,6 +56,8 @@ def damaged_variants(tmp_path: Path) -> list[Path]:
         "old-layout.json": data.rstrip()[:-1].replace(b"},{", b"},\n{") + b",\n",
         "pretty.json": json.dumps(json.loads(data), indent=2).encode(),
         "one-line.json": data.replace(b"\n", b""),
+        "timeline.json.gz": gzip.compress(data),
+        "cut.json.gz": gzip.compress(data)[: len(gzip.compress(data)) * 2 // 3],
     }
     for name, content in variants.items():
         (tmp_path / name).write_bytes(content)
@@ -61,6 +65,7 @@ def damaged_variants(tmp_path: Path) -> list[Path]:
 
 
 VARIANTS = ["cut.json", "window.json", "damaged.json", "old-layout.json", "pretty.json"]
+VARIANTS += ["timeline.json.gz", "cut.json.gz"]
 
 
 @pytest.mark.parametrize("name", [*RECORDINGS, *VARIANTS, "one-line.json"])
@@ -82,6 +87,8 @@ def test_batches_add_up_to_the_whole_file(
     summary = json.loads(streamed[0])
     if name in ("cut.json", "window.json"):
         assert summary["unclosed"] > 0
+    if name == "cut.json.gz":
+        assert summary["truncated"] and "gzip data cut" in summary["warnings"][0]
     if name == "window.json":
         assert summary["orphan_ends"] > 0
 
