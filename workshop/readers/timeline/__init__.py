@@ -21,7 +21,8 @@ A Horovod timeline is a JSON array of Chrome trace events written by rank 0 only
 
 The stages, one module each:
 
-* :mod:`.source`: the bytes to read (a memory map of a plain file, or decompressed gzip).
+* :mod:`.source`: the bytes to read (a memory map of a plain file, or of a gzip file
+  decompressed into a temporary file).
 * :mod:`.scanner`: the fast path. Record starts are found with numpy, and Horovod's fixed field
   layout is checked and decoded column-wise with 8-byte word gathers (:mod:`.words`); strings
   become small integer codes (:mod:`.vocab`), events become columns (:mod:`.events`).
@@ -29,7 +30,11 @@ The stages, one module each:
   exact layout (another writer, a damaged range, the last record of a cut file), so every
   readable record is kept and every unreadable byte range is reported with its offset.
 * :mod:`.read`: the entry points; the scanner's chunks, stitched together with the tolerant
-  parser's records, in file order.
+  parser's records, in file order (:mod:`.stitch`), all at once or batch by batch.
+* :mod:`.stream`: the streaming pass, for files of any size: batches paired into spans with
+  only the open spans carried between them; :mod:`.summary` counts them
+  (``workshop timeline summary``), :mod:`.slicing` writes a window of them
+  (``workshop timeline slice`` and ``repair``), :mod:`.steps` finds the window of some steps.
 * :mod:`.frames`: event columns -> the spans, ticks and cycles DataFrames.
 * :mod:`.write`: a valid, closed copy for chrome://tracing and Perfetto.
 """
@@ -41,14 +46,21 @@ from workshop.readers.timeline.model import (
     TimelineWarning,
 )
 from workshop.readers.timeline.read import parse_timeline, read_timeline
+from workshop.readers.timeline.slicing import slice_file
+from workshop.readers.timeline.steps import StepWindow, step_window
+from workshop.readers.timeline.summary import summarize_file
 from workshop.readers.timeline.write import write_timeline
 
 __all__ = [
     "DTYPE_BYTES",
+    "StepWindow",
     "Timeline",
     "TimelineFormatError",
     "TimelineWarning",
     "parse_timeline",
     "read_timeline",
+    "slice_file",
+    "step_window",
+    "summarize_file",
     "write_timeline",
 ]

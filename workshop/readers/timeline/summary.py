@@ -92,8 +92,8 @@ def summarize_file(
     Returns:
         :func:`finish`'s dict, the same as
         :func:`workshop.analysis.timeline.timeline_summary` of the file's Timeline. Warnings are
-        raised as by :func:`~.read.read_timeline`. Peak memory does not grow with a plain
-        file's size (a gzip file is decompressed in memory first).
+        raised as by :func:`~.read.read_timeline`. Peak memory does not grow with the
+        file's size (a gzip file is decompressed into a temporary file on disk first).
 
     Raises:
         FileNotFoundError, TimelineFormatError: as :func:`~.read.read_timeline`.
