@@ -55,6 +55,10 @@ def test_ddps_own_errors_are_explained_with_their_line_and_fix():
     found = explain_ddp_error(unused)
     assert "(head.bias, head.weight on rank 1)" in found
     assert "find_unused_parameters=True" in found
+    # torch 2.14's text for init_process_group("nccl") on this CPU machine (a torchrun run)
+    nccl = {"type": "ValueError", "message": "ProcessGroupNCCL is only supported with GPUs, "
+            "no GPUs found!"}  # fmt: skip
+    assert 'use init_process_group("gloo") on a CPU' in explain_ddp_error(nccl)
     # The near miss: another RuntimeError is not DDP's.
     assert explain_ddp_error({"type": "RuntimeError", "message": "shape mismatch"}) is None
 
