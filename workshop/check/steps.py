@@ -197,6 +197,8 @@ def join_cover(ranks: list[dict]) -> str | None:
         "had joined"
     )
     finals = [r.get("final_params") for r in ranks]
+    # DDP's Join ends by broadcasting the last joiner's model (its join hook's post_hook calls
+    # _sync_final_model, torch/nn/parallel/distributed.py): only hvd.join leaves them apart.
     if all(finals) and len({tuple(p[0] for p in f) for f in finals}) > 1 and not _ddp(ranks):
         text += (
             "; the ranks that joined did not apply those steps, so the parameters differ "
