@@ -27,18 +27,16 @@ Per run it computes every evidence number of ``workshop diagnose``
 (``workshop.analysis.diagnose.evidence``); per straggler measure (``compute_ratio``: the
 slowest rank's compute per step over the others'; ``cpu_wait_gap``: the share of its compute
 the most-waiting rank waited for a CPU, beyond the others') it reports min / median / max per
-variant, the **margin** (smallest straggler value / largest healthy one) and the threshold
-``workshop diagnose`` derives from the healthy runs (``finding_threshold``); and what
-``workshop diagnose`` says of every run (healthy runs against a reference of the other
-healthy runs). It writes the healthy reference of ``workshop diagnose``
-(``data/diagnose/healthy-reference.json``) from the healthy runs.
+variant and the **margin** (smallest straggler value / largest healthy one), and what
+``workshop diagnose`` says of every run (against its calibration). Its healthy runs with default
+settings calibrate ``workshop diagnose`` (tools/diagnose_calibration.py).
 
     python benchmarks/straggler_signal.py \
-        [--repeats 5] [--hogs 1] [--out data/benchmarks/straggler-cpu-wait] [--reference PATH]
+        [--repeats 5] [--hogs 1] [--out data/benchmarks/straggler-cpu-wait]
 
 ``--reanalyse`` records nothing: it computes the numbers of the runs already recorded in OUT
 again with today's analysis (after a change to it) and rewrites ``result.json`` (its
-``reanalysed`` list says when and at which commit) and the reference; the runs and what was
+``reanalysed`` list says when and at which commit); the runs and what was
 measured while they ran (times, loads, attempts) stay as recorded.
 """
 
@@ -50,7 +48,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import pandas as pd
 from _recording import git_commit, print_spreads, spread, started_now, write_result
 
 from workshop.launch.harness import RUN_SHAPE, record_run, stop_on_sigterm
@@ -113,40 +110,21 @@ def measure(run_dir: Path) -> dict:
 
 
 def verdicts(runs: list[dict], out: Path) -> dict[str, dict]:
-    """run name -> what ``workshop diagnose`` says of it: healthy runs against a reference of
-    the other healthy runs (leave one out), straggler runs against all healthy runs."""
-    from workshop.analysis.diagnose import MEASURES, reference_from_evidence
-    from workshop.findings.diagnose import diagnose
-    from workshop.readers.runs import open_run
+    """run name -> what ``workshop diagnose`` says of it (its costs against the shipped
+    calibration, data/diagnose/calibration.json)."""
+    from workshop.findings.diagnose import diagnose_run
 
-    def table(run: dict):
-        return pd.DataFrame([{"measure": m, "value": run["values"][m]} for m in MEASURES]).assign(
-            problem=lambda t: t["measure"].map(lambda m: MEASURES[m].problem), rank=None
-        )
-
-    healthy = {r["name"]: table(r) for r in runs if r["variant"].startswith("healthy")}
     said = {}
     for run in runs:
-        others = {n: t for n, t in healthy.items() if n != run["name"]}
-        files = open_run(out / "runs" / run["name"])
-        result = diagnose(
-            files.record, files.metrics, files.steps, files.timeline,
-            reference_from_evidence(others), run["name"],
-        )  # fmt: skip
+        result = diagnose_run(out / "runs" / run["name"])
         top = result["findings"][0] if result["findings"] else None
-        said[run["name"]] = {
-            "finding": top and top["problem"],
-            "rank": top and top.get("rank"),
-            "suspects": [s["problem"] for s in result["suspects"]],
-        }
+        said[run["name"]] = {"finding": top and top["problem"], "rank": top and top.get("rank")}
     return said
 
 
 def summarise(runs: list[dict], out: Path) -> dict:
-    """Per straggler measure: the spread per variant, the margin, the threshold; and what
-    ``workshop diagnose`` said of the runs."""
-    from workshop.analysis.diagnose import finding_threshold
-
+    """Per straggler measure: the spread per variant and the margin; and what ``workshop
+    diagnose`` said of the runs."""
     summary = {"foreign_cpu_s": spread([r["foreign_cpu_s"] for r in runs])}
 
     def values(name: str, prefix: str) -> list[float]:
@@ -165,7 +143,6 @@ def summarise(runs: list[dict], out: Path) -> dict:
             "largest_healthy": max(healthy),
             "smallest_straggler": min(straggler),
             "margin": min(straggler) / max(healthy) if max(healthy) > 0 else None,
-            "threshold": finding_threshold(name, min(healthy), max(healthy)),
         }
     said = verdicts(runs, out)
     stragglers = [r for r in runs if r["variant"].startswith("straggler")]
@@ -183,74 +160,9 @@ def summarise(runs: list[dict], out: Path) -> dict:
     }
 
 
-def earlier_healthy(folder: Path) -> list[dict]:
-    """The healthy runs of an earlier recording of this benchmark (``folder``: its
-    result.json and runs/), measured with today's analysis, each with its ``folder``."""
-    result = json.loads((folder / "result.json").read_text())
-    return [
-        {"name": r["name"], "variant": r["variant"], "cache": r["cache"], "folder": folder,
-         **measure(folder / "runs" / r["name"])}
-        for r in result["runs"] if r["variant"].startswith("healthy")
-    ]  # fmt: skip
-
-
-def _relative(path: Path) -> str:
-    where, root = path.resolve(), data_dir().resolve().parent
-    return str(where.relative_to(root)) if where.is_relative_to(root) else str(where)
-
-
-def healthy_reference(runs: list[dict], result_dir: Path, earlier: list[dict]) -> dict:
-    """The healthy reference of ``workshop diagnose``: every measure's spread over the healthy
-    runs of this recording and of the ``earlier`` ones (:func:`earlier_healthy`: a reference
-    of a few runs does not hold the healthy runs' whole spread), cache on and off alike (with
-    the cache off, a run whose negotiations are no slower than healthy runs' shows no effect
-    of it: a note, not a finding)."""
-    from workshop.analysis.diagnose import MEASURES
-    from workshop.launch.record import provenance
-
-    healthy = [
-        {**r, "folder": result_dir} for r in runs if r["variant"].startswith("healthy")
-    ] + earlier
-    rows = []
-    for name in MEASURES:
-        values = [r["values"][name] for r in healthy if r["values"].get(name) is not None]
-        row = {"measure": name, "runs": len(values)}
-        if values:
-            row |= {k: v for k, v in spread(values).items() if k != "values"}
-        else:
-            row |= {"min": None, "median": None, "max": None}
-        rows.append(row)
-    return {
-        **provenance(),
-        "source": _relative(result_dir),
-        "also": sorted({_relative(r["folder"]) for r in earlier}),
-        "how": "the healthy runs (healthy-unpinned, healthy-pinned, healthy-loaded; response "
-        "cache on and off) of benchmarks/straggler_signal.py's recordings: source, and also",
-        "measures": rows,
-        "runs": [
-            {
-                "folder": _relative(r["folder"]),
-                "name": r["name"],
-                "variant": r["variant"],
-                "cache": r["cache"],
-                **r["values"],
-            }
-            for r in healthy
-        ],  # fmt: skip
-    }
-
-
-def write_reference(runs: list[dict], out: Path, path: Path, extra: dict, also: list) -> None:
-    earlier = [run for folder in also for run in earlier_healthy(folder)]
-    reference = healthy_reference(runs, out, earlier) | extra
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(reference, indent=2) + "\n")
-    print(f"wrote {path}")
-
-
-def reanalyse(out: Path, reference: Path, also: list[Path]) -> int:
+def reanalyse(out: Path) -> int:
     """Recompute every run's numbers and the summary of ``out/result.json`` from its recorded
-    runs, and the healthy reference; what was measured during the runs is kept."""
+    runs; what was measured during the runs is kept."""
     path = out / "result.json"
     result = json.loads(path.read_text())
     runs = [{**run, **measure(out / "runs" / run["name"])} for run in result["runs"]]
@@ -262,23 +174,18 @@ def reanalyse(out: Path, reference: Path, also: list[Path]) -> int:
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
     report(result)
-    extra = {
-        "recorded_at": result["run"]["started_at"],
-        "reanalysed_at": when,
-    }
-    write_reference(runs, out, reference, extra, also)
     return 0
 
 
 def report(summary: dict) -> None:
-    """Print each straggler measure's spreads, margin and threshold, and the verdicts."""
+    """Print each straggler measure's spreads and margin, and the verdicts."""
     for name in SIGNALS:
         if name in summary:
             part = summary[name]
             print_spreads(part["by_variant"], f" ({name})")
             print(
                 f"{name}: smallest straggler {part['smallest_straggler']:.3f}, largest healthy "
-                f"{part['largest_healthy']:.3f}, threshold {part['threshold']:.3f}"
+                f"{part['largest_healthy']:.3f}, margin {part['margin']:.2f}"
             )
     print(
         f"workshop diagnose named {summary['stragglers_named_with_their_rank']} stragglers "
@@ -295,17 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--variants", nargs="*", choices=list(VARIANTS), help="only these")
     parser.add_argument(
-        "--also",
-        type=Path,
-        nargs="*",
-        default=[data_dir() / "benchmarks" / "straggler-signal"],
-        help="earlier recordings of this benchmark whose healthy runs join the reference",
-    )
-    parser.add_argument(
         "--out", type=Path, default=data_dir() / "benchmarks" / "straggler-cpu-wait"
-    )
-    parser.add_argument(
-        "--reference", type=Path, default=data_dir() / "diagnose" / "healthy-reference.json"
     )
     parser.add_argument(
         "--reanalyse",
@@ -314,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.reanalyse:
-        return reanalyse(args.out, args.reference, args.also)
+        return reanalyse(args.out)
     stop_on_sigterm()
     if args.repeats < 5:
         print("note: fewer than 5 rounds; the project reports spreads over >= 5", flush=True)
@@ -358,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         started,
         load,
     )
-    write_reference(runs, args.out, args.reference, {"recorded_at": started}, args.also)
+    print("healthy runs recorded: python -m tools.diagnose_calibration --write recalibrates")
     return 0
 
 

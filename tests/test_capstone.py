@@ -128,20 +128,18 @@ def test_cycle_evidence_is_the_cycle_time(keys):
 @pytest.mark.parametrize("name", CASES)
 def test_each_case_evidence_lies_outside_the_healthy_range_and_its_fix_inside(name, keys):
     # the menu shows the healthy range beside each evidence number: the broken run's number is
-    # beyond it (by the tolerance workshop diagnose uses), the fixed run's is not
-    from workshop.analysis.diagnose import MEASURES
-
+    # beyond it, on the side its problem lies (a low LR ratio, the others high), by a quarter
+    # at least; the fixed run's is not
     case = capstone.load(name)
     letter = keys[name].problem
-    measure = MEASURES[capstone.MEASURE_OF[letter]]
     healthy = capstone.healthy_reference().loc[letter]
     broken, fixed = keys[name].evidence, capstone.evidence_number(letter, case.fixed)
-    if measure.bad == "high":
-        assert broken > healthy["max"] * measure.factor, (broken, healthy.to_dict())
-        assert fixed < healthy["max"] * measure.factor, (fixed, healthy.to_dict())
+    if letter != "e":
+        assert broken > healthy["max"] * 1.25, (broken, healthy.to_dict())
+        assert fixed < healthy["max"] * 1.25, (fixed, healthy.to_dict())
     else:
-        assert broken < healthy["min"] / measure.factor, (broken, healthy.to_dict())
-        assert fixed > healthy["min"] / measure.factor, (fixed, healthy.to_dict())
+        assert broken < healthy["min"] / 1.25, (broken, healthy.to_dict())
+        assert fixed > healthy["min"] / 1.25, (fixed, healthy.to_dict())
 
 
 def test_the_menu_shows_every_text_whole_with_the_healthy_range():

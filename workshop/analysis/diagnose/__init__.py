@@ -1,47 +1,24 @@
-"""The evidence numbers of ``workshop diagnose``: one number per known problem, measured on one
-run, and how far each lies outside the range of healthy runs.
+"""``workshop diagnose``: what each problem of a run costs, and the verdict.
+
+- :mod:`.costs`: each problem's cost, the time per step its fix would save, from the run's own
+  evidence by the mechanism that makes it cost (straggler, long cycle time, fusion off, cache
+  off, communication the step cannot hide, a slow input pipeline);
+- :mod:`.verdict`: which costs are findings (at least :data:`.verdict.MIN_SHARE` of a step,
+  beyond the estimator's noise on healthy runs), "healthy" only when everything was measured,
+  the Horovod settings a run ran with, and which recorded runs may calibrate the noise;
+- :mod:`.measures` and :mod:`.judge`: the evidence numbers a learner reads beside it (lesson
+  09's menu: compute ratio, CPU-wait gap, responses per step, cycle interval, LR ratio, ...).
 
 Inputs are what :func:`workshop.readers.runs.read_run_files` reads from a run directory:
 run.json (a dict), ``metrics.jsonl`` and the ranks' ``logs/rank.N.steps.csv`` (DataFrames), and
-the timeline when there is one. Each measure returns NaN where its input is missing (no
-timeline, no cycle marks, a run recorded before the step files existed), never a guess.
-
-The problems, with the number that gives each away (ids as in ``workshop diagnose --json``):
-
-========================  ===================================================================
-``straggler``             ``compute_ratio``: the compute per step (forward, backward, update,
-                          without waiting in Horovod; lower quartile over the steps) of the
-                          slowest rank divided by the other ranks'; ``cpu_wait_gap``: the
-                          share of its own work the most-waiting rank waited for a CPU
-                          beyond the others' (other work on its core: the cause). Beside
-                          them, never a finding by itself: ``late_cycles``, from the
-                          timeline's readiness ticks with the coordinator's bias taken out
-                          (:func:`tick_lateness`).
-``lr_not_scaled``         ``lr_ratio``: the LR used / the one the linear rule gives.
-``fusion_off``            ``responses_per_step``: gradient allreduce responses per step.
-``long_cycle_time``       ``cycle_interval_ms``: median time between background cycle starts.
-``cache_off``             ``negotiate_share``: median negotiation of a gradient / median step.
-``small_batch``           ``comm_share``: the share of a step the least-waiting rank spends
-                          waiting for the allreduces (communication-bound steps).
-``input_pipeline``        ``data_share``: the share of a step spent taking the batch.
-``oversubscribed``        ``core_sharing``: threads the ranks run per core of a host (ranks x
-                          threads per rank / cores, from run.json): above 1 the ranks wait for
-                          a core, and every timing above is measured on shared cores.
-========================  ===================================================================
-
-A number is called a *finding* when it lies beyond the healthy range by more than its
-tolerance (:data:`MEASURES`); a run option that sets up a problem (``--cache-capacity 0``,
-``--fusion-threshold-mb 0``, a long ``--cycle-time-ms``, ``--lr-scaling none``) without its
-number showing is only a *note*.
+the timeline when there is one. Each measure returns NaN, and each cost ``measured=False``,
+where its input is missing (no timeline, no cycle marks, no step files), never a guess.
 """
 
 from workshop.analysis.diagnose.judge import (
     MEASURES,
-    PROBLEM_IDS,
     Measure,
     evidence,
-    finding_threshold,
-    reference_from_evidence,
 )
 from workshop.analysis.diagnose.measures import (
     SKIP_STEPS,
@@ -65,7 +42,6 @@ from workshop.analysis.diagnose.measures import (
 __all__ = [
     "MEASURES",
     "Measure",
-    "PROBLEM_IDS",
     "SKIP_STEPS",
     "STEP_COLUMNS",
     "comm_share",
@@ -77,12 +53,10 @@ __all__ = [
     "cycle_interval_ms",
     "data_share",
     "evidence",
-    "finding_threshold",
     "late_cycles",
     "lr_ratio",
     "negotiate_share",
     "other_work_explains",
-    "reference_from_evidence",
     "responses_per_step",
     "tick_lateness",
 ]
