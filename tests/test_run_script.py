@@ -71,14 +71,17 @@ def test_live_a_learners_script_runs_into_a_run_directory(correct_run):
 def test_live_a_scripts_run_is_diagnosed_and_against_itself_healthy(correct_run):
     _, run_dir = correct_run
     result = json.loads(_workshop("diagnose", str(run_dir), "--json").stdout)
-    measured = {m["measure"]: m for m in result["measured"]}
-    assert not math.isnan(measured["compute_ratio"]["value"])
-    assert any("recorded with the workshop's own MNIST job" in n for n in result["notes"])
-    # near miss of a false finding: against itself as the baseline, nothing lies beyond
+    costs = {c["problem"]: c for c in result["costs"]}
+    assert costs["straggler"]["measured"] and not math.isnan(costs["straggler"]["saving_ms"])
+    # a script's learning rate lives in the script: not measured, so never "healthy" here
+    assert "lr_not_scaled" in result["not_measured"] and not result["healthy"]
+    # near miss of a false finding: against itself as the baseline (its own savings are the
+    # noise), no saving lies beyond it
     itself = json.loads(
         _workshop("diagnose", str(run_dir), "--baseline", str(run_dir), "--json").stdout
     )
-    assert itself["healthy"] and itself["findings"] == [], itself["findings"]
+    assert itself["findings"] == [], itself["findings"]
+    assert itself["calibration"] == f"the baseline run {run_dir}"
 
 
 @pytest.mark.live

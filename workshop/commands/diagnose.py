@@ -1,12 +1,11 @@
-"""``workshop diagnose``: which known problem a run most likely has, with its evidence.
+"""``workshop diagnose``: what each known problem costs a run, the largest first, and the fix.
 
-    workshop diagnose RUN_DIR                      verdict, evidence beside the healthy
-                                                   reference, fix
+    workshop diagnose RUN_DIR                      verdict, each problem's cost, the fixes
     workshop diagnose RUN_DIR --json               the same as one JSON object
-    workshop diagnose RUN_DIR --baseline OTHER     compare with a healthy run of your own
+    workshop diagnose RUN_DIR --baseline OTHER     a healthy run of your own as the noise
 
-The analyses are ``workshop.analysis.diagnose``, the sentences ``workshop.findings.diagnose``;
-the shipped healthy reference is ``data/diagnose/healthy-reference.json``.
+The decisions are ``workshop.analysis.diagnose`` (costs, verdict), the sentences
+``workshop.findings.diagnose``; the estimators' noise is ``data/diagnose/calibration.json``.
 """
 
 from __future__ import annotations
@@ -24,12 +23,14 @@ def register(subparsers: Any) -> None:
     """Add ``workshop diagnose``."""
     parser = subparsers.add_parser(
         "diagnose",
-        help="the most likely problem of a run, with its evidence and the fix",
+        help="what each known problem costs a run, the largest first, and the fix",
         description=(
-            "Read one run directory (timeline optional), compute the evidence number of each "
-            "known problem (straggler, lr_not_scaled, fusion_off, long_cycle_time, cache_off, "
-            "small_batch, input_pipeline, crashed: which rank died first, oversubscribed: more "
-            "threads than cores), compare each with healthy runs and rank the findings."
+            "Read one run directory (timeline optional) and estimate, from the run's own "
+            "evidence, the time per step the fix of each known problem would save (straggler, "
+            "long_cycle_time, fusion_off, cache_off, small_batch, input_pipeline), with the "
+            "rules it breaks (crashed: which rank died first, oversubscribed, lr_not_scaled). A "
+            "finding saves at least 10% of a step beyond the estimate's noise on healthy runs; "
+            "healthy only when every problem was measured."
         ),
     )
     parser.add_argument("run_dir", help="a run directory written by workshop run")
@@ -37,7 +38,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--baseline",
         metavar="RUN_DIR",
-        help="a healthy run of your own to compare with, instead of the shipped reference",
+        help="a healthy run of your own: its savings are the noise, instead of the shipped "
+        "calibration",
     )
     parser.set_defaults(func=_diagnose)
 

@@ -142,7 +142,7 @@ CASES: dict[str, CaseSpec] = {
 
 def menu() -> tuple[pd.DataFrame, pd.DataFrame]:
     """The diagnoses (with the evidence number each one asks for, and its range over the
-    healthy reference runs) and the fixes on offer, as two tables indexed by letter. Show
+    healthy calibration runs) and the fixes on offer, as two tables indexed by letter. Show
     them whole: ``with pd.option_context("display.max_colwidth", None): ...``."""
     healthy = healthy_reference()
 
@@ -355,8 +355,8 @@ def answer_key(case: Case) -> AnswerKey:
 
 
 def diagnosis(run_dir: Path | str) -> str:
-    """What ``workshop diagnose RUN_DIR`` prints about a run (its verdict, the evidence beside
-    the healthy reference, the fix)."""
+    """What ``workshop diagnose RUN_DIR`` prints about a run (its verdict, each problem's
+    cost, the fix)."""
     from workshop.findings.diagnose import diagnose_text
 
     return diagnose_text(run_dir)

@@ -67,13 +67,13 @@ def compute_ratios(*broken) -> str:
     return (
         "The straggler's number, the compute ratio, on every diagnosis run:\n\n"
         "| case | broken | fixed |\n| --- | ---: | ---: |\n" + "\n".join(rows) + "\n\n"
-        f"Only {straggler}'s broken run lies outside the healthy reference runs' range "
+        f"Only {straggler}'s broken run lies outside the healthy calibration runs' range "
         f"({healthy['min']:.2f} to {healthy['max']:.2f} over {int(healthy['runs'])} runs); its "
         f"fixed run, without the busy processes, is back at {table.fixed[straggler]:.2f}."
         if table.broken.drop(straggler).max() <= healthy["max"] < table.broken[straggler]
         else "The straggler's number, the compute ratio, on every diagnosis run:\n\n"
         "| case | broken | fixed |\n| --- | ---: | ---: |\n" + "\n".join(rows) + "\n\n"
-        f"The healthy reference runs range from {healthy['min']:.2f} to {healthy['max']:.2f}."
+        f"The healthy calibration runs range from {healthy['min']:.2f} to {healthy['max']:.2f}."
     )
 
 
