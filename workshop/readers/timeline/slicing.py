@@ -32,6 +32,7 @@ import numpy as np
 from workshop.readers.timeline.columns import KIND_OP, cut_warning
 from workshop.readers.timeline.events import Events
 from workshop.readers.timeline.read import event_batches, timeline_path
+from workshop.readers.timeline.records import Reader
 from workshop.readers.timeline.source import open_file
 from workshop.readers.timeline.stitch import BATCH_BYTES
 from workshop.readers.timeline.stream import Codes, Pairing, Spans, cycles_of, ticks_of
@@ -129,7 +130,7 @@ class _Writer:
     """The state of one pass: the spans whose ``B`` was written (their ``E`` is owed), the
     tensors introduced, and the counts."""
 
-    def __init__(self, fh: IO[str], rd: Any, lo: int, hi: int) -> None:
+    def __init__(self, fh: IO[str], rd: Reader, lo: int, hi: int) -> None:
         self.fh, self.rd, self.lo, self.hi = fh, rd, lo, hi
         self.codes = Codes(rd.vocab)
         self.pairing = Pairing()
