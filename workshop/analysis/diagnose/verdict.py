@@ -55,6 +55,7 @@ __all__ = [
     "PROBLEMS",
     "TIMED",
     "QUIET_CORES",
+    "SETTINGS",
     "calibrate",
     "calibration_problems",
     "costs",
@@ -97,25 +98,21 @@ TIMED = (
 #: core of its own would not make it wait: communication-bound is then no finding of its own.
 EXPLAINS = {"straggler": ("small_batch",)}
 
-#: Horovod 0.28.1's defaults of the settings the diagnosis reads (their one home and source:
-#: :mod:`workshop.rules`).
-HOROVOD_DEFAULTS = {
-    "cycle_time_ms": CYCLE_TIME_DEFAULT_MS,
-    "fusion_threshold_bytes": FUSION_THRESHOLD_DEFAULT_BYTES,
-    "cache_capacity": CACHE_CAPACITY_DEFAULT,
+#: The settings the diagnosis reads: Horovod 0.28.1's default (its one home and source:
+#: :mod:`workshop.rules`), the variable in the ranks' environment, horovodrun's flag for it and
+#: the flag's unit in the variable's (horovod/runner/common/util/config_parser.py: the flags
+#: become these variables; the fusion threshold's flag is in MiB, its variable in bytes).
+SETTINGS = {
+    "cycle_time_ms": (CYCLE_TIME_DEFAULT_MS, "HOROVOD_CYCLE_TIME", "--cycle-time-ms", 1),
+    "fusion_threshold_bytes": (
+        FUSION_THRESHOLD_DEFAULT_BYTES,
+        "HOROVOD_FUSION_THRESHOLD",
+        "--fusion-threshold-mb",
+        1024 * 1024,
+    ),
+    "cache_capacity": (CACHE_CAPACITY_DEFAULT, "HOROVOD_CACHE_CAPACITY", "--cache-capacity", 1),
 }
-#: horovodrun's flags and Horovod's variables for them (horovod/runner/common/util/
-#: config_parser.py: the flags become these variables in the ranks' environment).
-_FLAGS = {
-    "--cycle-time-ms": ("cycle_time_ms", float),
-    "--fusion-threshold-mb": ("fusion_threshold_bytes", lambda v: float(v) * 1024 * 1024),
-    "--cache-capacity": ("cache_capacity", int),
-}
-_VARIABLES = {
-    "HOROVOD_CYCLE_TIME": ("cycle_time_ms", float),
-    "HOROVOD_FUSION_THRESHOLD": ("fusion_threshold_bytes", float),
-    "HOROVOD_CACHE_CAPACITY": ("cache_capacity", int),
-}
+HOROVOD_DEFAULTS = {key: default for key, (default, *_) in SETTINGS.items()}
 
 
 def horovod_settings(record: dict) -> dict[str, Any]:
@@ -139,18 +136,15 @@ def horovod_settings(record: dict) -> dict[str, Any]:
     command = record.get("launch_command") or []
     if isinstance(command, str):
         command = shlex.split(command)
-    for i, word in enumerate(command[:-1]):
-        if word in _FLAGS:
-            key, convert = _FLAGS[word]
-            try:
-                out[key], source = convert(command[i + 1]), "the launch command"
-            except ValueError:
-                continue
-    for variable, (key, convert) in _VARIABLES.items():
+    for key, (_, variable, flag, unit) in SETTINGS.items():
+        given = [(command[i + 1], unit, "the launch command") for i, word in
+                 enumerate(command[:-1]) if word == flag]  # fmt: skip
         if variable in env:
+            where = "the ranks' environment" if recorded else "the launcher's environment"
+            given.append((env[variable], 1, where))
+        for value, scale, where in given:
             try:
-                out[key] = convert(env[variable])
-                source = "the ranks' environment" if recorded else "the launcher's environment"
+                out[key], source = float(value) * scale, where
             except ValueError:  # not a number: Horovod would not read it either
                 continue
     return out | {"source": source}
