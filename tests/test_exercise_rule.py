@@ -117,3 +117,15 @@ def test_one_precision_per_exercise():
     item = registry.entry("06.1")
     with pytest.raises(ValueError, match="one precision"):
         type(item)(**{**item.__dict__, "rel_tol": 0.01})
+
+
+def test_a_prediction_three_times_too_large_is_no_near_miss(capsys):
+    # 05.2 asks for a prediction within 15 %: 3 x 130 is far (and no slip), the first hint
+    (slow,) = registry.recorded("05.2")
+    registry.exercise("05.2", 3 * registry.expected("05.2", slow), slow)
+    out = capsys.readouterr().out
+    assert (
+        "Close, but" not in out
+        and "looks like" not in out
+        and f"Hint: {registry.entry('05.2').hints[0]}" in out
+    )

@@ -15,8 +15,11 @@ from collections.abc import Iterable, Sequence
 
 from workshop.units import plain
 
-#: A wrong number within this many tolerances of the expected value is a near miss.
+#: A wrong number within this many tolerances of the expected value is a near miss...
 NEAR = 10
+#: ... and at most this far from it, relatively: a prediction's wide band (15 %) makes no
+#: answer twice too large "close".
+NEAR_AT_MOST = 0.1
 
 
 def is_number(value) -> bool:
@@ -73,7 +76,14 @@ def precision_tolerance(expected, *, sig_figs: int = 0, decimals: int = 0) -> fl
 
 
 def near(answer, expected, rel_tol: float, abs_tol: float) -> bool:
-    """A number (or ranking of numbers) within :data:`NEAR` tolerances of ``expected``."""
+    """A number (or ranking of numbers) within :data:`NEAR` tolerances of ``expected``, and
+    within :data:`NEAR_AT_MOST` of it relatively.
+
+    >>> near(0.37, 0.3638, 0.0, 0.005), near(0.30, 0.3638, 0.0, 0.005)
+    (True, False)
+    >>> near(150, 130, 0.15, 0.0), near(260, 130, 0.15, 0.0)
+    (False, False)
+    """
     answer, expected = plain(answer), plain(expected)
     if not (rel_tol or abs_tol):
         return False
@@ -85,7 +95,13 @@ def near(answer, expected, rel_tol: float, abs_tol: float) -> bool:
         )
     if not (is_number(expected) and is_number(answer)) or math.isnan(answer):
         return False
-    return math.isclose(answer, expected, rel_tol=NEAR * rel_tol, abs_tol=NEAR * abs_tol)
+    cap = NEAR_AT_MOST * abs(expected)
+    return math.isclose(
+        answer,
+        expected,
+        rel_tol=min(NEAR * rel_tol, NEAR_AT_MOST),
+        abs_tol=min(NEAR * abs_tol, cap),
+    )
 
 
 def show(value) -> str:
