@@ -216,3 +216,16 @@ def test_exercise_02_3_states_what_the_checker_requires():
     assert "**sent by Horovod's broadcast**" in prose
     assert "**averaged by Horovod's allreduce**" in prose
     assert "a FAIL or a WARN is not OK" in prose
+
+
+def test_the_summary_says_lower_only_when_the_idle_share_fell():
+    # near miss of the test above: the micro-batched stages compute side by side (idle 0 %)
+    single = {"params": {"w": np.array([1.0])}, "initial": {"w": np.array([0.0])}}
+    mp1 = _demo(1.0, [0.1, 0.1, 0.1])
+    side_by_side = _events([0.1, 0.1, 0.1], 1)
+    side_by_side = pd.concat([side_by_side, side_by_side.assign(rank=1)], ignore_index=True)
+    mpm = {"params": {"w": np.array([1.0])}, "events": side_by_side}
+    text = said.summary(single, _demo(1.0, [0.1, 0.1], 1), mp1, mpm, 2, 4)
+    assert "50% with one micro-batch (perfect: 50%), 0% with 4" in text
+    assert "lower with the micro-batches" in text and "**not** lower" not in text
+    assert "model parallel 0 with one micro-batch and 0 with 4." in text
