@@ -16,7 +16,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from tools.diagnose_calibration import collect
+from tools.diagnose_calibration import blind_costs, collect
 from workshop.analysis.diagnose import STEP_COLUMNS
 from workshop.analysis.diagnose.costs import cycle_cost, cycle_wait_ms, straggler_cost
 from workshop.analysis.diagnose.verdict import (
@@ -106,10 +106,7 @@ def test_the_verdicts_hold_with_either_half_of_the_calibration_runs(recorded):
         from workshop.analysis.diagnose.costs import step_ms
 
         found = costs(files.record, files.metrics, files.steps, files.timeline)
-        blind = files.steps.drop(columns=["cpu_wait_s"], errors="ignore")
-        found += [
-            c for c in costs(files.record, files.metrics, blind, None) if c.problem == "straggler"
-        ]
+        found += blind_costs(files)
         table[folder] = (step_ms(files.steps), found)
     full = calibrate(table)
     halves = [kept[0::2], kept[1::2]]

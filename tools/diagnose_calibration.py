@@ -54,6 +54,16 @@ def _relative(path: Path) -> str:
     return str(path.relative_to(data_path().parent))
 
 
+def blind_costs(files) -> list:
+    """The estimates a run gets with less evidence, for their noise: the straggler's without
+    the ranks' CPU wait (a run recorded before ``cpu_wait_s``), and fusion's and the cycle's
+    from the timeline alone (a cluster job's folder: no run.json, so no settings)."""
+    blind = files.steps.drop(columns=["cpu_wait_s"], errors="ignore")
+    out = [c for c in costs(files.record, files.metrics, blind, None) if c.problem == "straggler"]
+    alone = costs({}, files.metrics, files.steps, files.timeline)
+    return out + [c for c in alone if c.problem in ("fusion_off", "long_cycle_time")]
+
+
 def collect() -> dict:
     """The calibration: ``runs`` (each healthy run's savings), ``excluded`` (folder, why),
     ``noise`` (:func:`workshop.analysis.diagnose.verdict.calibrate`)."""
@@ -71,10 +81,7 @@ def collect() -> dict:
             continue
         step = step_ms(files.steps)
         found = costs(files.record, files.metrics, files.steps, files.timeline)
-        blind = files.steps.drop(columns=["cpu_wait_s"], errors="ignore")
-        found += [
-            c for c in costs(files.record, files.metrics, blind, None) if c.problem == "straggler"
-        ]
+        found += blind_costs(files)
         table[_relative(folder)] = (step, found)
         runs.append(
             {

@@ -275,7 +275,8 @@ def cycle_cost(settings: dict, steps: pd.DataFrame, tl: Timeline | None) -> Cost
         "processing_ms": processing,
     }
     saving = min(max(mean, 0.0), measured_wait)
-    return Cost("long_cycle_time", True, saving, Z * se, None, numbers)
+    estimator = "cycle_marks" if source == "cycle marks" else ""
+    return Cost("long_cycle_time", True, saving, Z * se, None, numbers, estimator=estimator)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,7 +348,12 @@ def fusion_cost(settings: dict, tl: Timeline | None) -> Cost:
         (slope, intercept), cov = np.polyfit(x, y, 1, cov=True)
         latency, se = max(float(intercept), 0.0), float(math.sqrt(max(cov[1, 1], 0.0)))
     numbers["response_latency_ms"] = latency
-    return Cost("fusion_off", True, extra * latency, Z * se * extra, None, numbers)
+    # without the setting (a timeline alone) the estimate is the timeline's: its noise is
+    # calibrated apart (healthy runs read as if their settings were unknown)
+    estimator = "timeline" if threshold is None else ""
+    return Cost(
+        "fusion_off", True, extra * latency, Z * se * extra, None, numbers, estimator=estimator
+    )
 
 
 def cache_cost(settings: dict, tl: Timeline | None) -> Cost:
