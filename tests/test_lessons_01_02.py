@@ -229,3 +229,15 @@ def test_the_summary_says_lower_only_when_the_idle_share_fell():
     assert "50% with one micro-batch (perfect: 50%), 0% with 4" in text
     assert "lower with the micro-batches" in text and "**not** lower" not in text
     assert "model parallel 0 with one micro-batch and 0 with 4." in text
+
+
+def test_the_skeletons_report_is_counted_as_exercise_02_3_counts():
+    # the report's last line says "5 of 6 practices missing" (the FAILs); 02.3's answer is 0 OK
+    from workshop.findings import first_program_lesson
+    from workshop.lessons import check_or_replay
+
+    skeleton = first_program_lesson.skeleton_report(check_or_replay("check_skeleton", False))
+    assert "5 of 6 practices missing" in skeleton
+    assert "**0 of 6 OK**: 5 FAIL, 1 WARN (lr_scaled" in skeleton
+    solution = first_program_lesson.skeleton_report(check_or_replay("check_solution", False))
+    assert solution.endswith("**6 of 6 OK**")

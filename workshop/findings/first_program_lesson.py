@@ -103,8 +103,21 @@ def summary(serial: pd.DataFrame, hvd: pd.DataFrame) -> str:
 
 
 def skeleton_report(report) -> str:
-    """`workshop check`'s report of the untouched skeleton, as it printed it."""
-    return "```\n" + report.text().rstrip() + "\n```"
+    """`workshop check`'s report of the untouched skeleton, as it printed it, and its verdicts
+    counted as exercise 02.3 counts them (its last line counts only the FAILs as missing)."""
+    checks = report.checks
+    ok = sum(c.ok is True for c in checks.values())
+    fail = sum(c.ok is False for c in checks.values())
+    warn = [name for name, c in checks.items() if c.ok is None]
+    counted = f"\n\n**{ok} of {len(checks)} OK**"
+    if fail or warn:
+        counted += f": {fail} FAIL" + (
+            f", {len(warn)} WARN ({', '.join(warn)}: the evidence could not settle it)"
+            if warn
+            else ""
+        )
+        counted += ". The report's last line counts only the FAILs as missing; a WARN is not OK."
+    return "```\n" + report.text().rstrip() + "\n```" + counted
 
 
 def summary_answers(
