@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "run",
     "sweep",
     "timeline",
+    "trace",
     "diagnose",
     "mpi",
     "scaling",

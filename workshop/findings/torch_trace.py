@@ -1,0 +1,63 @@
+"""A DDP run's torch.profiler traces in words (``workshop trace report``), from
+:func:`workshop.analysis.torch_trace.trace_summary`: where a step goes on each rank, how much
+of the communication hides under the backward pass, and which rank the others wait for.
+What the events mean in torch 2.14 is in :mod:`workshop.readers.torch_trace`'s docstring."""
+
+from __future__ import annotations
+
+from workshop.units import format_bytes
+
+__all__ = ["torch_trace_findings"]
+
+
+def _ms(us: float | None) -> str:
+    return "?" if us is None else f"{us / 1e3:.1f} ms"
+
+
+def torch_trace_findings(summary: dict) -> list[str]:
+    """The summary in sentences, one finding a line (indented lines detail the one above).
+
+    Args:
+        summary: :func:`workshop.analysis.torch_trace.trace_summary` of one trace per rank.
+    """
+    steps = summary["steps"]
+    ranks = summary["ranks"]
+    world = summary["world_size"]
+    lines = [
+        f"{len(ranks)} trace(s), rank(s) {', '.join(map(str, ranks))}"
+        + (f" of {world}" if world else "")
+        + f", backend {summary['backend'] or 'none'}; profiled steps {steps[0]} to {steps[-1]} "
+        f"({len(steps)} steps)."
+    ]
+    if world and len(ranks) < world:
+        lines.append(
+            f"Only {len(ranks)} of the {world} ranks' traces were given: which rank the others "
+            "wait for needs them all."
+        )
+    for rank, r in summary["per_rank"].items():
+        buckets = "/".join(map(str, r["buckets_per_step"]))
+        size = format_bytes(r["bytes_per_step"]) if r["bytes_per_step"] is not None else (
+            "unknown bytes (record with record_shapes=True)")  # fmt: skip
+        lines.append(
+            f"Rank {rank}: a step takes {_ms(r['median_step_us'])} (median of {r['steps']}): "
+            f"{_ms(r['median_compute_us'])} in ops on the training thread, "
+            f"{_ms(r['median_idle_us'])} outside any op (DDP waiting for the last bucket, "
+            f"Python between ops); the backward pass spans {_ms(r['median_backward_us'])}."
+        )
+        share = r["overlap_fraction"]
+        hidden = "no communication" if share is None else f"{share:.0%} of it during backward"
+        lines.append(
+            f"  communication: {buckets} bucket allreduce(s) per step, {size}; "
+            f"{_ms(r['median_comm_busy_us'])} with at least one running "
+            f"({_ms(r['median_comm_us'])} summed over buckets), {hidden}; the last ends "
+            f"{_ms(r['median_after_backward_us'])} after the backward pass."
+        )
+    who = summary["waited_for"]
+    if who is not None:
+        lines.append(
+            f"The others wait for rank {who['rank']}: its backward pass ends last in "
+            f"{who['steps_last']} of {who['steps']} steps, by {_ms(who['median_lag_us'])} "
+            "(median; measured against the end of each step's last allreduce, which every "
+            "rank reaches together, so the ranks' clocks need not agree)."
+        )
+    return lines
