@@ -93,7 +93,7 @@ def checked(tmp_path_factory):
             start = time.monotonic()
             reports[key] = check.check_script(
                 SCRIPTS / name, args=args, cwd=folder, quiet=True, base_run=base_run,
-                stall_s=10,
+                stall_s=6,
             )  # fmt: skip
             print(reports[key], f"\ncheck time {time.monotonic() - start:.1f} s")
         return reports[key]
