@@ -52,10 +52,11 @@ def check_averaged(ranks: list[dict], style: str = "torch") -> Check:
     tensors = len(ranks[0]["steps"][0]["grads"])
     mean = "" if compared is None else ", each the mean of the ranks' own gradients"
     if reduced == 0:
+        nothing = "nothing was allreduced" if style == "ddp" else "Horovod allreduced nothing"
         return Check(
             False,
             f"gradients identical on all {len(ranks)} ranks at each of {steps} "
-            "steps, but Horovod allreduced nothing: every rank computed the same "
+            f"steps, but {nothing}: every rank computed the same "
             "gradients from the same samples (see sharded)",
         )
     if joined is not None:
