@@ -103,6 +103,12 @@ def test_a_gradient_changed_on_one_rank_after_the_reduction_is_named():
         result.evidence
     )
     assert "x1 on rank 0, x2 on rank 1" in result.evidence
+    assert "after the reduction, so" in result.evidence  # no line seen: none named
+    # With the line that changed it on rank 1 (and one on rank 0, whose gradient is the mean).
+    ranks[1]["grad_writes"] = [{"how": "mul_", "where": "t.py:44: p.grad.mul_(2)", "step": 1}]
+    ranks[0]["grad_writes"] = [{"how": "add_", "where": "t.py:40: p.grad.add_(0)", "step": 1}]
+    result = verdicts.check_averaged(ranks)
+    assert "after the reduction (rank 1 at t.py:44: p.grad.mul_(2): mul_), so" in result.evidence
     # Each rank applying its own gradient is not a change after a reduction: no reduction.
     own = [rank(r, [(LOCAL[r], LOCAL[r])]) for r in (0, 1)]
     result = verdicts.check_averaged(own)
@@ -195,6 +201,10 @@ def test_live_a_gradient_changed_on_one_rank_fails(checked, cpu_lock, horovod_re
     assert report.exit_code == 1 and averaged.ok is False
     assert "changed on rank 1 after the reduction" in averaged.evidence
     assert "x1 on rank 0, x2 on rank 1" in averaged.evidence
+    # the learner's line, seen by the watch between synchronize() and step()
+    assert "(rank 1 at torch_clip_before_synchronize.py:44: p.grad.mul_(2.0): mul_)" in (
+        averaged.evidence
+    )
 
 
 @pytest.mark.live

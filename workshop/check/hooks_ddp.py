@@ -185,6 +185,8 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
         finally:
             if count:
                 recorder.safely("DDP backward", recorder.completed, key)
+                if recorder.grad_watch is not None:  # DDP has averaged: watch what follows
+                    recorder.safely("gradient writes", recorder.grad_watch.start)
 
     torch.autograd.backward = backward
 

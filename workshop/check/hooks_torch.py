@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import os
 
+from workshop.check.gradwrites import GradWrites
 from workshop.check.observe import Recorder, row_digests
 
 
@@ -140,11 +141,14 @@ def install_torch(recorder: Recorder, torch) -> None:
 
     def step_pre(optimizer, args, kwargs):
         state["step_depth"] += 1
+        watch.in_step = True
+        recorder.safely("gradient writes", watch.stop)
         if state["step_depth"] == 1 and not recorder.muted:
             recorder.safely("optimizer step", before_step, optimizer)
 
     def step_post(optimizer, args, kwargs):
         state["step_depth"] -= 1
+        watch.in_step = state["step_depth"] > 0
         if state["step_depth"] == 0 and not recorder.muted:
             recorder.safely("optimizer step", after_step, optimizer)
 
@@ -170,7 +174,10 @@ def install_torch(recorder: Recorder, torch) -> None:
             return
         state["forward_depth"] = max(0, state["forward_depth"] - 1)
 
-    _watch_local_gradients(recorder, optim_module.Optimizer)
+    hooked = _watch_local_gradients(recorder, optim_module.Optimizer)
+    watch = recorder.grad_watch = GradWrites(
+        recorder, torch, lambda: [p for p in (ref() for ref in hooked.values()) if p is not None]
+    )
     _watch_clips(recorder, torch)
     optim_module.register_optimizer_step_pre_hook(step_pre)
     optim_module.register_optimizer_step_post_hook(step_post)
@@ -232,7 +239,7 @@ def install_torch(recorder: Recorder, torch) -> None:
         install_ddp(recorder, torch, _fingerprint)
 
 
-def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> None:
+def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> dict:
     """Each parameter an optimizer takes gets a post-accumulate-grad hook: it sees the gradient
     backward left in ``.grad`` before any reduction. Torch runs these hooks inside
     ``AccumulateGrad`` before the node's post hooks (torch 2.14
@@ -240,7 +247,7 @@ def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> None:
     ``DistributedOptimizer`` (``grad_acc.register_hook``, horovod/torch/optimizer.py) and DDP's
     reducer (``add_post_hook``, reducer.cpp) start their reduction from such a post hook; a
     2-rank DDP run confirmed it (the hook saw each rank's own gradient, with and without
-    ``gradient_as_bucket_view``)."""
+    ``gradient_as_bucket_view``). Returns the parameters hooked (id -> weak reference)."""
     import weakref
 
     # id -> weak reference (a WeakSet would compare tensors with ==, elementwise)
@@ -267,6 +274,7 @@ def _watch_local_gradients(recorder: Recorder, optimizer_cls) -> None:
         return result
 
     optimizer_cls.add_param_group = add_param_group
+    return hooked
 
 
 def _watch_clips(recorder: Recorder, torch) -> None:
@@ -344,12 +352,17 @@ def install_horovod_torch_ops(recorder: Recorder, mpi_ops) -> None:
 
     original_synchronize = mpi_ops.synchronize
 
+    def reduced():
+        if recorder.grad_watch is not None and not recorder.reducing():
+            recorder.grad_watch.start()
+
     @functools.wraps(original_synchronize)
     def synchronize(handle):
         try:
             return original_synchronize(handle)
         finally:
             recorder.completed(handle)
+            recorder.safely("gradient writes", reduced)
 
     mpi_ops.synchronize = synchronize
 

@@ -53,6 +53,8 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
 - ``clips``: each call of ``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_``:
   ``{"how", "where", "step", "reducing"}`` (the step it came before, and how many gradient
   reductions were still in flight: a clip of gradients Horovod is reducing in the background);
+- ``grad_writes``: in-place changes of a gradient after its reduction, before the step:
+  ``{"how", "where", "step"}`` (:mod:`workshop.check.gradwrites`);
 - ``reduce_ops``: the reduction of each allreduce the script caused, ``{op: {"count",
   "where", "via"}}`` (``Average``, ``Sum``, ...; the first line that submitted one);
 - ``ddp``: PyTorch DDP models built (``{"where", "find_unused_parameters", "params"}``), and
@@ -166,6 +168,8 @@ class Recorder:
         self.local: dict[int, list] = {}
         self.local_gradients = not probe
         self.clips: list[dict] = []
+        self.grad_writes: list[dict] = []
+        self.grad_watch = None  # workshop.check.gradwrites.GradWrites, for PyTorch
         self.reduce_ops: dict[str, dict] = {}
         self.ddp: list[dict] = []
         self.dist_calls: list[dict] = []
@@ -326,10 +330,15 @@ class Recorder:
                 self.write("ok", 0)
                 os._exit(0)
 
+    def reducing(self) -> int:
+        """Gradient reductions in flight now."""
+        with self.lock:
+            return sum(1 for c in self.in_flight.values() if c["op"] in _REDUCING)
+
     def clipped(self, how: str, where: tuple[str, int] | None) -> None:
         """The script clipped gradients; ``reducing``: reductions in flight at that moment."""
         with self.lock:
-            reducing = sum(1 for c in self.in_flight.values() if c["op"] in _REDUCING)
+            reducing = self.reducing()
             if len(self.clips) < MAX_RECORDS:
                 self.clips.append({
                     "how": how, "where": source_line(*where) if where else None,
@@ -425,6 +434,7 @@ class Recorder:
             "object_broadcasts": self.object_broadcasts,
             "apis": self.apis,
             "clips": self.clips,
+            "grad_writes": self.grad_writes,
             "reduce_ops": self.reduce_ops,
             "ddp": self.ddp,
             "dist_calls": self.dist_calls,

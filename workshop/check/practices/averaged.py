@@ -89,6 +89,19 @@ def _reduced_with(ranks: list[dict], op: str) -> str:
     return f" (op={op}: {plural(seen['count'], 'allreduce')}{via}{at})"
 
 
+def _writes(ranks: list[dict], step: MeanStep, off_ranks: list[dict]) -> str:
+    """`` (rank 1 at LINE: mul_)``: the script's lines that changed an off rank's gradient
+    after the reduction at that step (``grad_writes``, :mod:`workshop.check.gradwrites`)."""
+    pair = paired_steps(ranks)[step.step - 1]
+    off = {r["env_rank"] for r in off_ranks}
+    found = []
+    for r, i in zip(ranks, pair, strict=True):
+        writes = [w for w in r.get("grad_writes") or [] if w["step"] == i + 1 and w["where"]]
+        if r["env_rank"] in off and writes:
+            found.append(f"rank {r['env_rank']} at {writes[0]['where']}: {writes[0]['how']}")
+    return f" ({'; '.join(found)})" if found else ""
+
+
 def _same_on_every_rank(ranks: list[dict], compared: list[MeanStep]) -> str:
     """``identical on every rank at K of S steps`` of the applied gradients' hashes."""
     pairs = paired_steps(ranks)
@@ -171,8 +184,8 @@ def _against_the_mean(ranks: list[dict], compared: list[MeanStep], style: str) -
             f"step {first.step}: rank {means} applied the mean of the ranks' own gradients, "
             f"rank {names} did not ({_factors(first, ranks)}; {max(first.off)} of "
             f"{first.tensors} tensors; {len(bad)} of {len(compared)} steps): the gradient was "
-            f"changed on rank {names} after the reduction, so the ranks apply different "
-            "gradients and their models drift apart",
+            f"changed on rank {names} after the reduction{_writes(ranks, first, off_ranks)}, "
+            "so the ranks apply different gradients and their models drift apart",
             fix=MEAN_FIXES["after"][style],
         )
     return Check(
