@@ -206,3 +206,31 @@ def test_08_is_optional_with_its_time_stated():
     assert len(optional_sections) == 2
     assert found.index("## What's next") < found.index(optional_sections[0])
     assert all("print(f" not in c.source for c in cells(LESSON_08) if c.cell_type == "code")
+
+
+def test_09_states_the_rules_its_core_exercises_need_with_their_one_home():
+    # 09.2 needs the linear scaling rule and 09.4 Horovod's default cycle time; both come from
+    # optional lessons (07, 08), so the core lesson states them, with the values of
+    # workshop.rules (their source lines are there)
+    from workshop.rules import CYCLE_TIME_DEFAULT_MS, FUSION_THRESHOLD_DEFAULT_BYTES
+
+    tools = cells(LESSON_09)[9].source
+    assert "linear scaling rule" in tools and "global batch / base batch" in tools
+    assert f"every {CYCLE_TIME_DEFAULT_MS:g} ms" in tools
+    assert f"{FUSION_THRESHOLD_DEFAULT_BYTES // 2**20} MiB" in tools
+    assert 'run.steps["rank"]' in tools  # run.steps.rank is pandas' method
+    assert "a wrong fix for the right" in cells(LESSON_09)[14].source
+    assert "lessons 04, 07 and 08" not in tools
+
+
+def test_09_a_wrong_fix_for_the_right_problem_is_told_so():
+    # the near miss of the issue: ("c", 2.78, "b") was told "Compare the ranks with each other"
+    import workshop as wk
+    from workshop.lessons import capstone
+
+    broken = wk.open_run(capstone.load("case-1").broken)
+    expected = capstone.answer_key(capstone.load("case-1")).expected
+    result = wk.exercise("09.1", (expected[0], expected[1], "b"), broken)
+    assert not result.ok and "fixes table" in result.message
+    menu = str(wk.finding("09.menu"))
+    assert "(`--lr-scaling linear`)" in menu  # as typed: the book would make "--" a dash

@@ -7,6 +7,7 @@ which give an answer away.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -221,10 +222,18 @@ def own_run(run) -> str:
     )
 
 
+#: Command-line options and Horovod variables in a cell: set as code, so that a reader sees
+#: them as typed (the book's typography would make "--" an en dash).
+_CODE = re.compile(r"(--[a-z][\w-]*(?: [a-z0-9.]+\b)?|HOROVOD_[A-Z_]+(?:=\w+)?)")
+
+
 def _markdown(frame: pd.DataFrame) -> str:
+    def cell(value) -> str:
+        return _CODE.sub(r"`\1`", str(value))
+
     head = "| " + " | ".join([frame.index.name or "", *map(str, frame.columns)]) + " |"
     rule = "| " + " | ".join("---" for _ in range(len(frame.columns) + 1)) + " |"
-    rows = ["| " + " | ".join([str(i), *map(str, row)]) + " |" for i, row in frame.iterrows()]
+    rows = ["| " + " | ".join([str(i), *map(cell, row)]) + " |" for i, row in frame.iterrows()]
     return "\n".join([head, rule, *rows])
 
 

@@ -86,8 +86,30 @@ def _hints(case: str, first: str = FIRST_HINT) -> tuple[str, ...]:
     return (first, capstone.HINTS[case]["problem"], capstone.HINTS[case]["evidence"])
 
 
+#: A diagnosis with the right problem and number but another fix: told so by the slip itself
+#: (hints follow the slip an answer matches, not the number of tries).
+WRONG_FIX_HINT = (
+    "The problem and its evidence number are right; that fix does not remove this problem. "
+    "Which change in the fixes table acts on what the number measures?"
+)
+
+
+def _wrong_fixes(case: str) -> tuple[Slip, ...]:
+    right = capstone.PROBLEMS[capstone.CASES[case].problem].fix
+    return tuple(
+        Slip(
+            f"the right problem and number with fix {fix}",
+            lambda b, fix=fix: (key(b)[0], key(b)[1], fix),
+            WRONG_FIX_HINT,
+        )
+        for fix in capstone.FIXES
+        if fix != right
+    )
+
+
 def _diagnosis(n: int, slips: tuple[Slip, ...], solution: str, minutes: int, **more) -> Exercise:
     case = f"case-{n}"
+    slips = (*slips, *_wrong_fixes(case))
     return Exercise(
         f"09.{n}",
         data=("broken",),
