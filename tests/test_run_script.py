@@ -157,3 +157,18 @@ def test_script_arguments_without_a_script_are_refused(tmp_path):
     missing = _workshop("run", "--out", str(tmp_path), "--script", str(tmp_path / "no.py"))
     assert missing.returncode == 2 and "no.py: no such file" in missing.stderr
     assert list(tmp_path.iterdir()) == []  # nothing was created
+
+
+def test_open_run_of_a_bare_name_prefers_the_recording_to_a_folder_of_runs_here(
+    tmp_path, monkeypatch
+):
+    # issue 59: wk.open_run("runs") opened the runs/ folder that workshop run writes in the
+    # working folder, not data/runs/; a run directory here, or "./runs", still means here
+    from workshop.readers.runs import open_run
+
+    (tmp_path / "runs" / "20261206-x").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert open_run("runs").path == data_path("runs")
+    assert open_run("./runs").path == Path("./runs")
+    (tmp_path / "runs" / "run.json").write_text("{}")
+    assert open_run("runs").path == Path("runs")

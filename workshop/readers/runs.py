@@ -421,9 +421,13 @@ def open_run(run: Run | Path | str) -> Run:
     if isinstance(run, Run):
         return run
     path = Path(run).expanduser()
-    if path.is_dir():
-        return Run(path)
     root = data_dir()
+    # a bare name that is both a folder here and a recording's folder in data/ ("runs": the
+    # folder workshop run writes in the working folder, and data/runs/) means the recording,
+    # unless the folder here is itself a run directory; "./runs" always means the folder here
+    explicit = path.is_absolute() or str(run).startswith((".", "~"))
+    if path.is_dir() and (explicit or _is_run_dir(path) or not (root / path).is_dir()):
+        return Run(path)
     if (root / path).is_dir():
         return Run(root / path)
     found = [root / top / path for top in RECORDING_FOLDERS if _is_run_dir(root / top / path)]
