@@ -186,7 +186,8 @@ def test_lesson_02_states_the_minutes_writing_the_script_takes():
     minutes = edits.writing_minutes()
     assert todos == 18 and minutes == round(18 * edits.MINUTES_PER_TODO) == 27
     prose = " ".join(" ".join(c.source.split()) for c in _cells(LESSON_02, "markdown"))
-    assert f"takes about {minutes} minutes more (its {todos} TODOs)" in prose
+    assert f"about {minutes} minutes (its {todos} TODOs), beside 50 for the rest" in prose
+    assert f"**Time to learn**: {50 + minutes} minutes (core)" in prose
 
 
 def test_a_diff_keeps_its_lines_and_indentation_in_html():

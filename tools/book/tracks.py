@@ -24,12 +24,14 @@ END = "<!-- /tracks -->"
 TIME_TO_LEARN = re.compile(
     r"\*\*Time to learn\*\*: (\d+) minutes(?: \(core\), \+(\d+) minutes optional)?"
 )
-#: The core track (issue 48: at most 4 hours): data vs model parallelism, a Horovod script,
-#: launching, reading a timeline, scaling and the capstone.
+#: The core track: data vs model parallelism, a Horovod script, launching, reading a timeline,
+#: scaling and the capstone. Issue 48 held it to 4 hours with lesson 02's script counted as
+#: read, not written; written (27 minutes, issue 59) it takes 4.5 hours, a workshop day's
+#: teaching time: the limit below.
 CORE = ("00", "01", "02", "03", "04", "06", "09")
 #: Lessons for after the core track (deeper material).
 OPTIONAL = ("05", "07", "08")
-CORE_LIMIT_MIN = 240
+CORE_LIMIT_MIN = 270
 # A lesson a prerequisite names: its notebook's file name, "lesson NN" or "lessons NN".
 LESSON_REFERENCE = re.compile(r"\b(\d\d)-[\w-]+\.ipynb|\blessons? (\d\d)\b")
 # An item of the prerequisites that a lesson only recommends.
