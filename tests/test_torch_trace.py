@@ -138,6 +138,11 @@ def test_the_reader_reads_nccl_names_and_sizes():
     assert comms.at["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kind"] == "work"
     assert comms.at["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "collective"] == "all_reduce"
     assert comms.at["nccl:all_reduce", "step"] is pd.NA
+    # with the kernel in the trace, the CPU's nccl:* annotation only launched it; without the
+    # kernel (a CPU-only profile of a NCCL run) it is the work: the near miss
+    assert comms.at["nccl:all_reduce", "kind"] == "call"
+    cpu_only = parse_torch_trace({"traceEvents": events[:-2] + events[-1:]}).comms
+    assert cpu_only.set_index("name").at["nccl:all_reduce", "kind"] == "work"
     assert trace.rank is None and trace.backend is None  # no distributedInfo
     assert "ncclDevKernel_AllReduce_Sum_f32_RING_LL" not in set(trace.ops["name"])
 
