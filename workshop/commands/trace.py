@@ -18,8 +18,9 @@ from typing import Any
 PERFETTO = (
     "To look at a trace: open https://ui.perfetto.dev, click 'Open trace file' and pick the "
     "file (Perfetto runs in the browser: the file is not uploaded); each thread is a row, the "
-    "ProfilerStep#N spans mark the steps, the gloo:all_reduce (or nccl:all_reduce) bars on the "
-    "pt_gloo_runloop threads are the buckets' allreduces. chrome://tracing opens it too."
+    "ProfilerStep#N spans mark the steps, the gloo:all_reduce bars on the pt_gloo_runloop "
+    "threads are the buckets' allreduces (with NCCL: the nccl kernels on the GPU's stream). "
+    "chrome://tracing opens it too."
 )
 RECORDING = (
     "Record one trace per rank with torch.profiler.profile(schedule=torch.profiler.schedule("
