@@ -10,6 +10,7 @@ trace's timestamps against another's (traces from several hosts have unsynchroni
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
@@ -223,10 +224,11 @@ def slowest_rank(waits: pd.DataFrame) -> dict | None:
 
 def trace_summary(traces: TorchTrace | Sequence[TorchTrace]) -> dict:
     """The numbers ``workshop trace summary`` prints: ``ranks``, ``backend``, ``world_size``,
-    ``steps`` (profiled step numbers), ``per_rank`` (per rank, the medians over its steps of
-    :func:`step_breakdown`'s columns, ``buckets`` and ``bucket_bytes`` per step, and
-    ``overlap_fraction``: ``overlap_us / comm_busy_us`` over all its steps), and
-    ``waited_for`` (:func:`slowest_rank`, None with one rank)."""
+    ``files``, ``steps`` (profiled step numbers), ``per_rank`` (per rank: ``steps``, the
+    medians over its steps of :func:`step_breakdown`'s columns as ``median_<column>`` (None
+    where no step has the value), ``buckets_per_step`` (the distinct counts),
+    ``bytes_per_step`` and ``overlap_fraction``: ``overlap_us / comm_busy_us`` over all its
+    steps), and ``waited_for`` (:func:`slowest_rank`, None with one rank)."""
     traces = _traces(traces)
     table = step_breakdown(traces)
     per_rank = {}
@@ -236,7 +238,7 @@ def trace_summary(traces: TorchTrace | Sequence[TorchTrace]) -> dict:
         nbytes = group["bucket_bytes"]
         per_rank[int(rank)] = {
             "steps": len(group),
-            **{f"median_{c}": round(v, 1) for c, v in medians.items()},
+            **{f"median_{c}": None if math.isnan(v) else round(v, 1) for c, v in medians.items()},
             "buckets_per_step": sorted({int(b) for b in group["buckets"]}),
             "bytes_per_step": None if nbytes.isna().any() else int(nbytes.median()),
             "overlap_fraction": (
