@@ -163,6 +163,9 @@ def test_bad_input_names_the_file_and_what_is_wrong(tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match=r"empty: no \*\.json"):
         read_torch_traces([empty])
+    (empty / "notes.json").write_text("{}")
+    with pytest.raises(TorchTraceError, match=r"empty: no torch.profiler trace here"):
+        read_torch_traces([empty])
     # near miss: the same trace with a step reads
     assert read_torch_trace(_write(tmp_path, "d.json", RANK0)).steps.shape[0] == 3
 
@@ -249,8 +252,11 @@ def test_the_lane_plot_draws_each_interval_in_its_lane():
     # calls cut out), 1 backward span, 2 allreduces
     counts = table.groupby(["rank", "lane"]).size()
     assert counts[(0, "compute")] == 6 * 3 and counts[(0, "communication")] == 2 * 3
+    assert counts[(0, "step")] == 3
     ax = plot_torch_trace(table)
-    assert len(ax.patches) == len(table)
+    assert len(ax.patches) == (table["lane"] != "step").sum()  # a bar per interval
+    assert len(ax.collections) == 2  # per rank, the 3 steps' start lines
+    assert len(ax.collections[0].get_segments()) == 3
     assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1"]
     with pytest.raises(ValueError, match=r"plot_torch_trace: the lanes DataFrame has no"):
         plot_torch_trace(table.drop(columns="lane"))
@@ -268,6 +274,12 @@ def test_workshop_trace_summary_and_report(tmp_path, capsys):
     assert "The others wait for rank 1" in capsys.readouterr().out
     assert main(["trace", "summary", str(tmp_path), "--steps"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1 + 6  # header + 2 ranks x 3 steps
-    (tmp_path / "bad.json").write_text("[]")
+    # in a folder, JSON that is no trace is passed over; named, or not JSON, it is an error
+    (tmp_path / "recording.json").write_text("[]")
+    assert main(["trace", "summary", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranks"] == [0, 1]
+    assert main(["trace", "report", str(tmp_path / "recording.json")]) == 2
+    assert "recording.json: no 'traceEvents' list" in capsys.readouterr().err
+    (tmp_path / "cut.json").write_text('{"traceEvents": [')
     assert main(["trace", "report", str(tmp_path)]) == 2
-    assert "bad.json: no 'traceEvents' list" in capsys.readouterr().err
+    assert "cut.json: not JSON" in capsys.readouterr().err

@@ -278,7 +278,8 @@ def _subtract(xs: list[Interval], cuts: list[Interval]) -> list[Interval]:
 def lanes(traces: TorchTrace | Sequence[TorchTrace]) -> pd.DataFrame:
     """The intervals a lane plot draws: one row per interval, ``rank``, ``lane``
     (``compute``: the training thread inside an op, outside the ``c10d::*`` calls;
-    ``backward``: a step's backward span; ``communication``: a collective's work),
+    ``backward``: a step's backward span; ``communication``: a collective's work;
+    ``step``: a ``ProfilerStep#N`` span),
     ``start_ms`` and ``end_ms`` from the rank's first profiled step, ``step``."""
     rows = []
     for index, trace in enumerate(_traces(traces)):
@@ -287,6 +288,11 @@ def lanes(traces: TorchTrace | Sequence[TorchTrace]) -> pd.DataFrame:
             op_spans, call_spans = _thread_spans(trace, step)
             for a, b in _subtract(merge(op_spans), merge(call_spans)):
                 rows.append((rank, "compute", (a - origin) / 1e3, (b - origin) / 1e3, step.step))
+        for step in trace.steps.itertuples(index=False):
+            rows.append(
+                (rank, "step", (step.start_us - origin) / 1e3, (step.end_us - origin) / 1e3,
+                 step.step)
+            )  # fmt: skip
         for bw in trace.backward.itertuples(index=False):
             rows.append(
                 (rank, "backward", (bw.start_us - origin) / 1e3, (bw.end_us - origin) / 1e3,

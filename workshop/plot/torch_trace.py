@@ -21,7 +21,7 @@ PAGE_WIDTH_IN = 8.0
 def plot_torch_trace(lanes: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     """One band per rank, three lanes in it (top to bottom: compute, backward,
     communication); overlapping allreduces (Gloo runs two buckets at once) are drawn
-    translucent, so a darker bar is two at a time.
+    translucent, so a darker bar is two at a time; a grey line marks each step's start.
 
     Args:
         lanes: :func:`workshop.analysis.torch_trace.lanes` (``rank``, ``lane``, ``start_ms``,
@@ -51,6 +51,9 @@ def plot_torch_trace(lanes: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
                 alpha=0.6 if lane == "communication" else 1.0,
                 edgecolor="none",
             )
+        steps = lanes[(lanes["rank"] == rank) & (lanes["lane"] == "step")]
+        top, bottom = -(r_index * rows) + 0.5, -(r_index * rows + len(LANES) - 1) - 0.5
+        ax.vlines(steps["start_ms"], bottom, top, colors="#555555", linewidths=0.8)
     ax.set_yticks([-(i * rows + 1) for i in range(len(ranks))], [f"rank {r}" for r in ranks])
     ax.set_xlabel("time from the rank's first profiled step (ms)")
     ax.legend(

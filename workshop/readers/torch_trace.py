@@ -97,6 +97,10 @@ class TorchTraceError(ValueError):
         super().__init__(f"{path}: {message}")
 
 
+class NotATraceError(TorchTraceError):
+    """JSON, but not a Chrome trace: no ``traceEvents`` list."""
+
+
 @dataclass(frozen=True)
 class TorchTrace:
     """One rank's torch.profiler trace, read.
@@ -166,7 +170,7 @@ def parse_torch_trace(data: Any, source: str | Path = "<trace>") -> TorchTrace:
     """:func:`read_torch_trace` on the already-loaded JSON object ``data`` (``source`` names
     it in errors)."""
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise TorchTraceError(
+        raise NotATraceError(
             source,
             "no 'traceEvents' list: not a Chrome trace (torch.profiler's export_chrome_trace "
             "writes one)",
@@ -232,19 +236,19 @@ def parse_torch_trace(data: Any, source: str | Path = "<trace>") -> TorchTrace:
     )
 
 
-def trace_files(paths: list[str | Path]) -> list[Path]:
-    """The trace files named by ``paths``: files as given, folders expanded to their
-    ``*.json`` / ``*.json.gz`` files (sorted). Raises FileNotFoundError for a path that does
-    not exist or a folder without traces."""
-    found: list[Path] = []
+def trace_files(paths: list[str | Path]) -> list[tuple[Path, bool]]:
+    """The files named by ``paths``, each with whether it was named itself (True) or found in
+    a folder (False: a folder's ``*.json`` / ``*.json.gz`` files, sorted). Raises
+    FileNotFoundError for a path that does not exist or a folder without such files."""
+    found: list[tuple[Path, bool]] = []
     for p in map(Path, paths):
         if p.is_dir():
             inside = sorted(q for q in p.iterdir() if q.name.endswith(TRACE_SUFFIXES))
             if not inside:
                 raise FileNotFoundError(f"{p}: no *.json or *.json.gz trace in this folder")
-            found.extend(inside)
+            found.extend((q, False) for q in inside)
         elif p.is_file():
-            found.append(p)
+            found.append((p, True))
         else:
             raise FileNotFoundError(f"{p}: no such trace file or folder")
     return found
@@ -252,12 +256,23 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
 
 def read_torch_traces(paths: list[str | Path]) -> list[TorchTrace]:
     """Read one trace per rank (files, or folders of them; see :func:`trace_files`), ordered by
-    rank. A trace without ``distributedInfo`` takes its place in the order given.
+    rank. A trace without ``distributedInfo`` takes its place in the order given. In a folder,
+    a JSON file that is not a Chrome trace (no ``traceEvents``: a run's ``recording.json``) is
+    passed over; a file named itself, or one that is not JSON, is an error.
 
     Raises:
-        TorchTraceError: two traces of the same rank (named), or any trace's own error.
+        TorchTraceError: two traces of the same rank (named), a folder with no trace, or any
+            trace's own error.
     """
-    traces = [read_torch_trace(p) for p in trace_files(paths)]
+    traces = []
+    for path, named in trace_files(paths):
+        try:
+            traces.append(read_torch_trace(path))
+        except NotATraceError:
+            if named:
+                raise
+    if not traces:
+        raise TorchTraceError(", ".join(map(str, paths)), "no torch.profiler trace here")
     seen: dict[int, Path] = {}
     for t in traces:
         if t.rank is not None and t.rank in seen:
