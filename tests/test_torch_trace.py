@@ -238,6 +238,10 @@ def test_summary_and_findings():
     assert (
         "2 bucket allreduce(s) per step, 600 B; 33.0 ms with at least one running (40.0 ms" in text
     )
+    assert "the last ends 18.0 ms after the backward pass" in text  # rank 0: 88 - 70
+    # near miss: the last hook ends at 88, with the last allreduce: no wait to report
+    even = torch_trace_findings(trace_summary(parse_torch_trace(_trace(0, (88, 88, 88)))))
+    assert "the last ends as the backward pass ends" in "\n".join(even)
     lone = torch_trace_findings(trace_summary([parse_torch_trace(RANK0)]))
     assert not any("wait for rank" in line for line in lone)
     assert any("Only 1 of the 2 ranks' traces" in line for line in lone)

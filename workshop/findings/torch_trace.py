@@ -14,6 +14,15 @@ def _ms(us: float | None) -> str:
     return "?" if us is None else f"{us / 1e3:.1f} ms"
 
 
+def _last(numbers: dict) -> str:
+    after = numbers["median_after_backward_us"]
+    if after is None:
+        return "no allreduce to end after the backward pass"
+    if abs(after) < 50:  # under 0.05 ms: "0.0 ms after" would read as a measured wait
+        return "the last ends as the backward pass ends"
+    return f"the last ends {_ms(after)} after the backward pass"
+
+
 def torch_trace_findings(summary: dict) -> list[str]:
     """The summary in sentences, one finding a line (indented lines detail the one above).
 
@@ -41,16 +50,16 @@ def torch_trace_findings(summary: dict) -> list[str]:
         lines.append(
             f"Rank {rank}: a step takes {_ms(r['median_step_us'])} (median of {r['steps']}): "
             f"{_ms(r['median_compute_us'])} in ops on the training thread, "
-            f"{_ms(r['median_idle_us'])} outside any op (DDP waiting for the last bucket, "
-            f"Python between ops); the backward pass spans {_ms(r['median_backward_us'])}."
+            f"{_ms(r['median_idle_us'])} outside any recorded op (Python between ops, data "
+            "loading, DDP waiting for the last bucket); the backward pass spans "
+            f"{_ms(r['median_backward_us'])}."
         )
         share = r["overlap_fraction"]
         hidden = "no communication" if share is None else f"{share:.0%} of it during backward"
         lines.append(
             f"  communication: {buckets} bucket allreduce(s) per step, {size}; "
             f"{_ms(r['median_comm_busy_us'])} with at least one running "
-            f"({_ms(r['median_comm_us'])} summed over buckets), {hidden}; the last ends "
-            f"{_ms(r['median_after_backward_us'])} after the backward pass."
+            f"({_ms(r['median_comm_us'])} summed over buckets), {hidden}; {_last(r)}."
         )
     who = summary["waited_for"]
     if who is not None:
