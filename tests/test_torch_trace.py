@@ -198,6 +198,14 @@ def test_step_breakdown_by_hand():
     assert (row["buckets"], row["bucket_bytes"]) == (2, 600)  # 400 + 200 B
 
 
+def test_python_frames_are_not_compute():
+    # with_stack=True adds Python frames; one spanning the whole step (a training loop's
+    # function) would make compute 100 ms: the row stays that of test_step_breakdown_by_hand
+    events = [*RANK0["traceEvents"], _x("train.py(12): step", 0, 100, cat="python_function")]
+    row = step_breakdown(parse_torch_trace({"traceEvents": events})).iloc[0]
+    assert (row["compute_us"], row["idle_us"]) == (57 * MS, 39 * MS)
+
+
 def test_a_late_gradient_hides_more_communication():
     # near miss of the row above: the last hook ends at 80, not 70: the backward spans 30..80,
     # overlap 55..80 = 25 ms, exposed 33 - 25 = 8, after 88 - 80 = 8

@@ -100,7 +100,8 @@ def step_breakdown(traces: TorchTrace | Sequence[TorchTrace]) -> pd.DataFrame:
     Returns:
         A DataFrame with ``rank``; ``step`` (the N of ``ProfilerStep#N``); ``step_us`` (the
         step's span); ``compute_us`` (time the training thread spent inside recorded ops,
-        minus the time inside the ``c10d::*`` calls that hand buckets to the process group);
+        Python frames not counted, minus the time inside the ``c10d::*`` calls that hand
+        buckets to the process group);
         ``idle_us`` (``step_us`` minus the time inside any recorded op on that thread: Python
         between ops, and DDP waiting for the last bucket after the backward pass);
         ``backward_us`` (first to last autograd event of the step); ``comm_us`` (the sum of
@@ -160,8 +161,14 @@ def _spans(df: pd.DataFrame) -> list[Interval]:
 
 def _thread_spans(trace: TorchTrace, step: tuple) -> tuple[list[Interval], list[Interval]]:
     """The step's ops on its training thread, and among them the calls that hand a
-    collective over (``c10d::*``, ``record_param_comms``), clipped to the step's span."""
-    ops = trace.ops[(trace.ops["step"] == step.step) & (trace.ops["thread"] == step.thread)]
+    collective over (``c10d::*``, ``record_param_comms``), clipped to the step's span.
+    Python frames (``with_stack=True``'s ``python_function`` events) are not ops: a frame
+    such as ``loss.backward()`` spans its waits too."""
+    ops = trace.ops[
+        (trace.ops["step"] == step.step)
+        & (trace.ops["thread"] == step.thread)
+        & (trace.ops["category"] != "python_function")
+    ]
     calls = ops["name"].str.startswith("c10d::") | (ops["name"] == "record_param_comms")
     window = (step.start_us, step.end_us)
     return _clip(_spans(ops), window), _clip(_spans(ops[calls]), window)
