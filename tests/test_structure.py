@@ -119,12 +119,19 @@ def test_no_module_over_500_lines():
 def _hands_names_on(node: ast.stmt) -> bool:
     """An ``__init__`` statement that only hands names on: the docstring, an import,
     ``__all__`` / ``__version__``, a table of the names to hand on, or the module
-    ``__getattr__`` / ``__dir__`` that imports them on first use (PEP 562: workshop.readers and
-    workshop.launch, so a command that needs one reader does not load them all)."""
+    ``__getattr__`` / ``__dir__`` that imports them on first use (PEP 562), made by the one
+    helper for it: ``__getattr__, __dir__, __all__ = exports(...)`` (workshop.lazy)."""
     if isinstance(node, ast.Import | ast.ImportFrom):
         return True
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return True
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+        made = [t for t in node.targets if isinstance(t, ast.Tuple)]
+        return (
+            getattr(node.value.func, "id", None) == "exports"
+            and len(made) == 1
+            and [getattr(e, "id", None) for e in made[0].elts][:2] == ["__getattr__", "__dir__"]
+        )
     if isinstance(node, ast.Assign):
         names = [t.id for t in node.targets if isinstance(t, ast.Name)]
         tables = (ast.Tuple, ast.List, ast.Dict, ast.DictComp, ast.Constant)
@@ -175,7 +182,18 @@ def test_nothing_binds_io_to_the_workshop_readers():
 #: floor or the ones below. Ground: run options, shared rules, units, frames, paths, the
 #: facade, and the room's record format (workshop.room, which the room's reader reads).
 FLOORS = {
-    0: ("workshop", "paths", "rules", "runoption", "runspec", "units", "frames", "room", "kernel"),
+    0: (
+        "workshop",
+        "paths",
+        "rules",
+        "runoption",
+        "runspec",
+        "units",
+        "frames",
+        "room",
+        "kernel",
+        "lazy",
+    ),  # fmt: skip
     1: ("readers",),
     2: ("analysis",),
     3: ("findings", "plot"),

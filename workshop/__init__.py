@@ -16,9 +16,7 @@ names each layer. ``wk.open_run`` is :func:`workshop.readers.runs.open_run`; ``w
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from workshop.lazy import exports
 from workshop.paths import data_path
 
 __version__ = "0.1.0"
@@ -48,25 +46,7 @@ MODULES = {
     "exercises": "workshop.lessons.exercises.engine",
     "results": "workshop.lessons.results",
 }
-#: The facade's own names, and the module each comes from.
-NAMES = {
-    "open_run": "workshop.readers.runs",
-    "Run": "workshop.readers.runs",
-    "exercise": "workshop.lessons.exercises",
-    "finding": "workshop.lessons.exercises",
-}
-__all__ = ["MODULES", "SUBPACKAGES", "data_path", *NAMES]
-
-
-def __getattr__(name: str) -> Any:
-    if name in SUBPACKAGES:
-        return importlib.import_module(f"workshop.{name}")
-    if name in MODULES:
-        return importlib.import_module(MODULES[name])
-    if name in NAMES:
-        return getattr(importlib.import_module(NAMES[name]), name)
-    raise AttributeError(f"module 'workshop' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *SUBPACKAGES, *MODULES, *NAMES])
+#: The facade's own names, by the module (under ``workshop``) each comes from.
+NAMES = {"readers.runs": ["open_run", "Run"], "lessons.exercises": ["exercise", "finding"]}
+__getattr__, __dir__, _exported = exports(__name__, NAMES, SUBPACKAGES, MODULES)
+__all__ = ["MODULES", "SUBPACKAGES", "data_path", *_exported]

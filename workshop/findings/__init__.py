@@ -2,21 +2,31 @@
 report``, ``workshop scaling report``, ``workshop diagnose``) and lessons print, built from the
 DataFrames of :mod:`workshop.analysis` (which holds no prose of this kind)."""
 
-from workshop.findings import lr_lesson, scaling_lesson  # lessons 07 and 06 (wk.findings.*)
-from workshop.findings.diagnose import diagnose_run, diagnose_text
-from workshop.findings.lr import lr_findings
-from workshop.findings.mpi import mpi_findings
-from workshop.findings.scaling import plateau_findings, scaling_findings
-from workshop.findings.timeline import timeline_findings
+from workshop.lazy import exports
 
-__all__ = [
-    "diagnose_run",
-    "diagnose_text",
-    "lr_findings",
-    "lr_lesson",
-    "mpi_findings",
-    "plateau_findings",
-    "scaling_findings",
-    "scaling_lesson",
-    "timeline_findings",
-]
+__getattr__, __dir__, __all__ = exports(
+    __name__,
+    {
+        "diagnose": [
+            "diagnose_run",
+            "diagnose_text",
+        ],
+        "lr": [
+            "lr_findings",
+        ],
+        "mpi": [
+            "mpi_findings",
+        ],
+        "scaling": [
+            "plateau_findings",
+            "scaling_findings",
+        ],
+        "timeline": [
+            "timeline_findings",
+        ],
+    },
+    modules=(
+        "lr_lesson",
+        "scaling_lesson",
+    ),
+)

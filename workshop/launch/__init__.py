@@ -5,41 +5,18 @@ Notebooks reach everything they launch through this one name (``from workshop im
 (``launch.jobscript.render(launch.jobplan.JobSpec(...))``), ``launch.live_ranks.start(np=2)``.
 """
 
-__all__ = [
-    "RunConfig",
-    "RunError",
-    "diagnose_environment",
-    "jobplan",
-    "jobscript",
-    "live_ranks",
-    "parallelism",
-    "run_one",
-    "run_sweep",
-]
-
 # Each name is imported on first use: importing ``workshop.launch`` loads none of its modules, so
 # a live rank (an IPython Parallel engine imports workshop.launch.live_ranks, where the functions
 # it runs are defined) and the ranks' watchdog load no pandas, and lesson 01's real-process demos
 # (launch.parallelism) load only when used.
-NAMES = {
-    "RunConfig": "workshop.launch.run",
-    "RunError": "workshop.launch.run",
-    "run_one": "workshop.launch.run",
-    "run_sweep": "workshop.launch.sweep",
-    "diagnose_environment": "workshop.launch.environment",
-}
-MODULES = ("jobplan", "jobscript", "live_ranks", "parallelism")
+from workshop.lazy import exports  # noqa: E402  (after the comment that says why)
 
-
-def __getattr__(name: str):
-    import importlib
-
-    if name in NAMES:
-        return getattr(importlib.import_module(NAMES[name]), name)
-    if name in MODULES:
-        return importlib.import_module(f"workshop.launch.{name}")
-    raise AttributeError(f"module 'workshop.launch' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__, __all__ = exports(
+    __name__,
+    {
+        "run": ["RunConfig", "RunError", "run_one"],
+        "sweep": ["run_sweep"],
+        "environment": ["diagnose_environment"],
+    },
+    ("jobplan", "jobscript", "live_ranks", "parallelism"),
+)

@@ -22,82 +22,56 @@ not import ``workshop`` (a learner copies them anywhere):
     lessons.epochs(run.output)               # the epoch lines as a DataFrame
 """
 
-from workshop.lessons.ddp import (
-    BENCHMARK,
-    benchmark,
-    benchmark_table,
-)
-from workshop.lessons.edits import (
-    CHANGES,
-    EPOCH_LINE,
-    MARK,
-    SCRIPTS_DIR,
-    SERIAL_OF,
-    TODO,
-    Change,
-    Hunk,
-    change,
-    changes,
-    script_path,
-    shard_sizes,
-    source,
-    todos,
-    write_skeleton,
-)
-from workshop.lessons.replay import (
-    check_or_replay,
-    keras_pieces,
-    run_or_replay,
-    work_dir,
-)
-from workshop.lessons.scripts import (
-    CHECK_ARGS,
-    NOISE,
-    Launch,
-    LaunchError,
-    epochs,
-    horovodrun,
-    horovodrun_path,
-    python,
-    run_check,
-    torchrun,
-    torchrun_command,
-)
-from workshop.lessons.slurm_job import slurm_job_live
+from workshop.lazy import exports
 
-__all__ = [
-    "BENCHMARK",
-    "CHANGES",
-    "CHECK_ARGS",
-    "Change",
-    "EPOCH_LINE",
-    "Hunk",
-    "Launch",
-    "LaunchError",
-    "MARK",
-    "NOISE",
-    "SCRIPTS_DIR",
-    "SERIAL_OF",
-    "TODO",
-    "benchmark",
-    "benchmark_table",
-    "change",
-    "changes",
-    "check_or_replay",
-    "epochs",
-    "horovodrun",
-    "horovodrun_path",
-    "keras_pieces",
-    "python",
-    "run_check",
-    "run_or_replay",
-    "script_path",
-    "shard_sizes",
-    "slurm_job_live",
-    "source",
-    "todos",
-    "torchrun",
-    "torchrun_command",
-    "work_dir",
-    "write_skeleton",
-]
+#: Each module's names, imported on first use (:mod:`workshop.lazy`): a lesson that checks
+#: an exercise loads the registry and its own entries, not lesson 02's scripts.
+__getattr__, __dir__, __all__ = exports(
+    __name__,
+    {
+        "ddp": [
+            "BENCHMARK",
+            "benchmark",
+            "benchmark_table",
+        ],
+        "edits": [
+            "CHANGES",
+            "EPOCH_LINE",
+            "MARK",
+            "SCRIPTS_DIR",
+            "SERIAL_OF",
+            "TODO",
+            "Change",
+            "Hunk",
+            "change",
+            "changes",
+            "script_path",
+            "shard_sizes",
+            "source",
+            "todos",
+            "write_skeleton",
+        ],
+        "replay": [
+            "check_or_replay",
+            "keras_pieces",
+            "run_or_replay",
+            "work_dir",
+        ],
+        "scripts": [
+            "CHECK_ARGS",
+            "NOISE",
+            "Launch",
+            "LaunchError",
+            "epochs",
+            "horovodrun",
+            "horovodrun_path",
+            "python",
+            "run_check",
+            "torchrun",
+            "torchrun_command",
+        ],
+        "slurm_job": [
+            "slurm_job_live",
+        ],
+    },
+)

@@ -8,8 +8,7 @@ numpy path, does not load pandas through the other readers.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from workshop.lazy import exports
 
 MODULES = (
     "benchmarks",
@@ -75,19 +74,4 @@ NAMES = {
     ],
     "tracebacks": ["fold", "last_frame", "log_error", "script_frame", "where"],
 }
-MODULE_OF = {name: module for module, names in NAMES.items() for name in names}
-__all__ = [*MODULES, *MODULE_OF]
-
-
-def __getattr__(name: str) -> Any:
-    if name in MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in MODULE_OF:
-        value = getattr(importlib.import_module(f"{__name__}.{MODULE_OF[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__, __all__ = exports(__name__, NAMES, MODULES)

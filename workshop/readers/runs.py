@@ -422,9 +422,8 @@ def open_run(run: Run | Path | str) -> Run:
         return run
     path = Path(run).expanduser()
     root = data_dir()
-    # a bare name that is both a folder here and a recording's folder in data/ ("runs": the
-    # folder workshop run writes in the working folder, and data/runs/) means the recording,
-    # unless the folder here is itself a run directory; "./runs" always means the folder here
+    # a bare name of a folder here and in data/ ("runs": workshop run's folder, data/runs/)
+    # means data's, unless the one here is a run directory; "./runs" means the one here
     explicit = path.is_absolute() or str(run).startswith((".", "~"))
     if path.is_dir() and (explicit or _is_run_dir(path) or not (root / path).is_dir()):
         return Run(path)

@@ -10,7 +10,7 @@ small-model sweep; ``target``, the test accuracy of "time to accuracy".
 from __future__ import annotations
 
 from workshop.findings import lr_lesson as said
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from workshop.analysis.parallelism import exchange_costs, pipeline_bubble_fraction
 from workshop.findings import parallelism_lesson as said
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: Exercise 01.1: stages of the pipeline and the idle share asked for.
 STAGES, IDLE_AT_MOST = 4, 0.10

@@ -14,7 +14,7 @@ from workshop.analysis import fusion_groups
 from workshop.analysis.diagnose import late_cycles
 from workshop.lessons import capstone
 from workshop.lessons import capstone_findings as said
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 from workshop.readers import read_timeline
 from workshop.readers.runs import read_metrics, read_run, read_step_times
 

@@ -16,7 +16,7 @@ from workshop.findings.launching_lesson import (
     throughput_speedup,
     worker_group,
 )
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 from workshop.readers import read_metrics
 
 #: The recordings the lesson opens by default (its parameters cell names the same).

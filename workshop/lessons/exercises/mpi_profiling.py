@@ -12,7 +12,7 @@ import math
 from workshop.analysis.mpi import comm_vs_training, message_size_bins, negotiation_signature
 from workshop.findings import mpi_lesson as said
 from workshop.findings.mpi_lesson import ALLREDUCE, HOROVOD_DEFAULT_CYCLE_MS, negotiations, rank0
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

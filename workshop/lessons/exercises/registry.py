@@ -24,15 +24,15 @@ expected value, tolerance, slip or hint. An unanswered check prints one short li
 How to add an exercise (or convert one of a lesson not converted yet):
 
 1. In the lesson's module here (``NN`` -> a module named after the lesson, listed in
-   :data:`LESSONS`), add an :class:`~.entry.Exercise`: its id, the names of the data the check
-   takes and the recording each is by default, ``expected`` as a function of that data (the
-   analysis the lesson teaches: never a typed number), the tolerances, 1 to 3 hints (a
-   question, then the idea), the classic slips (each a :class:`~.entry.Slip`: the mistake in
+   :data:`LESSON_MODULES`), add an :class:`~.entries.Exercise`: its id, the names of the data
+   the check takes and the recording each is by default, ``expected`` as a function of that
+   data (the analysis the lesson teaches: never a typed number), the tolerances, 1 to 3 hints (a
+   question, then the idea), the classic slips (each a :class:`~.entries.Slip`: the mistake in
    words and its value computed from the same data) and the worked solution's idea.
 2. In the notebook: the ``exercise`` markdown cell (task and prediction), ONE code cell
    ``answer_NN_k = None  # what to write`` + ``wk.exercise("NN.k", answer_NN_k, <data>)``, and
    the collapsed ``solution`` cell as above. A result that gives the answer away is a
-   :class:`~.entry.Finding` with ``after=("NN.k",)``, shown by ``wk.finding`` in a collapsed
+   :class:`~.entries.Finding` with ``after=("NN.k",)``, shown by ``wk.finding`` in a collapsed
    cell (the book puts it in a block to open after answering).
 3. tests/test_exercises.py then checks, for every registered exercise against its recorded
    data, that the tolerances reject each slip and that no hint or slip shows the answer;
@@ -42,41 +42,56 @@ How to add an exercise (or convert one of a lesson not converted yet):
 
 from __future__ import annotations
 
+import importlib
+from functools import cache
 from types import ModuleType
 
-from workshop.lessons.exercises import (
-    answers,
-    batch_lr,
-    data_vs_model,
-    diagnosing,
-    engine,
-    first_horovod,
-    launching,
-    mpi_profiling,
-    scaling,
-    timelines,
-    tuning,
-)
-from workshop.lessons.exercises.entry import Exercise, Finding
+from workshop.lessons.exercises import answers, engine
+from workshop.lessons.exercises.entries import Exercise, Finding
 from workshop.readers.runs import Run, open_run
 
-#: The lessons' modules of exercises and findings, one per converted lesson.
-LESSONS: tuple[ModuleType, ...] = (
-    data_vs_model,
-    first_horovod,
-    launching,
-    timelines,
-    mpi_profiling,
-    scaling,
-    batch_lr,
-    tuning,
-    diagnosing,
-)
+#: Each lesson's module of exercises and findings (under ``workshop.lessons.exercises``), by
+#: its number: an id's first two digits name its lesson, and only that module is imported.
+LESSON_MODULES = {
+    "01": "data_vs_model",
+    "02": "first_horovod",
+    "03": "launching",
+    "04": "timelines",
+    "05": "mpi_profiling",
+    "06": "scaling",
+    "07": "batch_lr",
+    "08": "tuning",
+    "09": "diagnosing",
+}
 
 
-#: Every registered exercise and finding, by id (tests/test_exercises.py: no id twice).
-REGISTRY: dict[str, Exercise] = {e.id: e for m in LESSONS for e in m.EXERCISES}
-FINDINGS: dict[str, Finding] = {f.id: f for m in LESSONS for f in m.FINDINGS}
+def lesson(number: str) -> ModuleType:
+    """The module of lesson ``number``'s exercises and findings (imported now, once).
+
+    Raises:
+        KeyError: no lesson of that number has entries (names the lessons that do).
+    """
+    if number not in LESSON_MODULES:
+        known = ", ".join(LESSON_MODULES)
+        raise KeyError(f"no lesson {number!r} has exercises or findings (lessons: {known})")
+    return importlib.import_module(f"workshop.lessons.exercises.{LESSON_MODULES[number]}")
+
+
+@cache
+def _entries(number: str) -> tuple[dict[str, Exercise], dict[str, Finding]]:
+    module = lesson(number)
+    return {e.id: e for e in module.EXERCISES}, {f.id: f for f in module.FINDINGS}
+
+
+def __getattr__(name: str):
+    # every lesson's entries at once (tests/test_exercises.py): imported on first use
+    if name == "LESSONS":
+        return tuple(lesson(n) for n in LESSON_MODULES)
+    if name == "REGISTRY":
+        return {i: e for n in LESSON_MODULES for i, e in _entries(n)[0].items()}
+    if name == "FINDINGS":
+        return {i: f for n in LESSON_MODULES for i, f in _entries(n)[1].items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Prose(str):
@@ -92,10 +107,12 @@ class Prose(str):
 
 def entry(exercise_id: str) -> Exercise:
     """The registered exercise ``exercise_id`` (KeyError naming the registered ones if none)."""
-    if exercise_id not in REGISTRY:
-        known = ", ".join(sorted(REGISTRY)) or "none"
+    number = str(exercise_id).split(".")[0]
+    found = _entries(number)[0] if number in LESSON_MODULES else {}
+    if exercise_id not in found:
+        known = ", ".join(sorted(found)) or f"none of lesson {number}"
         raise KeyError(f"no exercise {exercise_id!r} in the registry (registered: {known})")
-    return REGISTRY[exercise_id]
+    return found[exercise_id]
 
 
 def _data(item: Exercise | Finding, data: tuple) -> tuple:
@@ -174,10 +191,12 @@ def finding(finding_id: str, *data) -> Prose | None:
     gives an exercise's answer away, while that exercise waits, one line saying which to
     answer first (printed; nothing is returned). KeyError, TypeError as :func:`exercise`.
     """
-    if finding_id not in FINDINGS:
-        known = ", ".join(sorted(FINDINGS)) or "none"
+    number = str(finding_id).split(".")[0]
+    found = _entries(number)[1] if number in LESSON_MODULES else {}
+    if finding_id not in found:
+        known = ", ".join(sorted(found)) or f"none of lesson {number}"
         raise KeyError(f"no finding {finding_id!r} in the registry (registered: {known})")
-    item = FINDINGS[finding_id]
+    item = found[finding_id]
     data = _data(item, data)
     left = engine.waiting(item.after)
     if left:

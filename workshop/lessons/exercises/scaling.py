@@ -14,7 +14,7 @@ import math
 
 from workshop import analysis
 from workshop.findings import scaling_lesson as said
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

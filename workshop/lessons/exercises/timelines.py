@@ -19,7 +19,7 @@ from workshop.findings.timelines_lesson import (
     share,
     ticks_per_rank,
 )
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

@@ -15,7 +15,7 @@ from workshop.findings.tuning_lesson import (
     nocache_ticks,
     rounds_per_s,
 )
-from workshop.lessons.exercises.entry import Exercise, Finding, Slip
+from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: The recordings the lesson opens by default.
 RECORDINGS = {
