@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+from pathlib import Path
 
 import matplotlib
 import pandas as pd
@@ -295,3 +297,40 @@ def test_workshop_trace_summary_and_report(tmp_path, capsys):
     (tmp_path / "cut.json").write_text('{"traceEvents": [')
     assert main(["trace", "report", str(tmp_path)]) == 2
     assert "cut.json: not JSON" in capsys.readouterr().err
+
+
+# -- the summary against a real trace's own events (used by tests/test_torch_trace_live.py) ---
+def raw_steps(path) -> dict[int, dict]:
+    """Per ProfilerStep#N, straight from the JSON (no workshop code): the durations and bytes
+    (Input Dims x 4 for float) of the gloo:all_reduce events that start in its span."""
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    steps = {
+        int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"], [])
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#")
+    }
+    for e in events:
+        if e.get("name") == "gloo:all_reduce":
+            for lo, hi, found in steps.values():
+                if lo <= e["ts"] < hi:
+                    assert e["args"]["Input type"] == ["float"]
+                    found.append((e["dur"], 4 * math.prod(e["args"]["Input Dims"][0])))
+    return {n: {"durs": [d for d, _ in f], "bytes": [b for _, b in f]} for n, (_, _, f) in
+            steps.items()}  # fmt: skip
+
+
+def summary_matches_events(traces, steps: int, param_bytes: int) -> None:
+    """Per rank and step of real DDP traces: the comm time is the sum of the step's
+    gloo:all_reduce durations, the bucket count their number (>= 2), their bytes the model's
+    gradients; overlap <= busy <= comm; compute + idle <= the step."""
+    table = step_breakdown(traces)
+    assert len(table) == len(traces) * steps
+    for trace in traces:
+        raw = raw_steps(trace.path)
+        for row in table[table["rank"] == trace.rank].itertuples():
+            events = raw[row.step]
+            assert row.comm_us == pytest.approx(sum(events["durs"]), abs=0.01)
+            assert row.buckets == len(events["durs"]) >= 2  # bucket_cap_mb=0.25: two buckets
+            assert row.bucket_bytes == sum(events["bytes"]) == param_bytes
+            assert 0 <= row.overlap_us <= row.comm_busy_us <= row.comm_us + 0.01
+            assert row.compute_us + row.idle_us <= row.step_us + 0.01

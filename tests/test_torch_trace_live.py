@@ -5,8 +5,6 @@ checked against what the traces' own events add up to, read straight from the JS
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import signal
 import subprocess
@@ -14,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_torch_trace import summary_matches_events
 
 from workshop.analysis.torch_trace import slowest_rank, step_breakdown, waited_for
 from workshop.readers.torch_trace import read_torch_traces
@@ -56,25 +55,6 @@ def recorded(tmp_path_factory, cpu_lock_module):
     return {slow: _record(root / f"slow-rank-{slow}", slow) for slow in (1, 0)}
 
 
-def _raw_steps(path: Path) -> dict[int, dict]:
-    """Per ProfilerStep#N, straight from the JSON: the gloo:all_reduce events that start in
-    its span (their durations and bytes: Input Dims x 4 for float)."""
-    events = json.loads(path.read_text())["traceEvents"]
-    steps = {
-        int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"], [])
-        for e in events
-        if e.get("name", "").startswith("ProfilerStep#")
-    }
-    for e in events:
-        if e.get("name") == "gloo:all_reduce":
-            for lo, hi, found in steps.values():
-                if lo <= e["ts"] < hi:
-                    assert e["args"]["Input type"] == ["float"]
-                    found.append((e["dur"], 4 * math.prod(e["args"]["Input Dims"][0])))
-    return {n: {"durs": [d for d, _ in f], "bytes": [b for _, b in f]} for n, (_, _, f) in
-            steps.items()}  # fmt: skip
-
-
 def test_one_trace_per_rank_with_the_profiled_steps(recorded):
     traces = read_torch_traces([recorded[1]])
     assert [t.rank for t in traces] == [0, 1]
@@ -85,18 +65,7 @@ def test_one_trace_per_rank_with_the_profiled_steps(recorded):
 
 @pytest.mark.parametrize("slow", [1, 0])
 def test_the_summary_adds_up_to_the_traces_own_events(recorded, slow):
-    traces = read_torch_traces([recorded[slow]])
-    table = step_breakdown(traces)
-    assert len(table) == 2 * ACTIVE
-    for trace in traces:
-        raw = _raw_steps(trace.path)
-        for row in table[table["rank"] == trace.rank].itertuples():
-            events = raw[row.step]
-            assert row.comm_us == pytest.approx(sum(events["durs"]), abs=0.01)
-            assert row.buckets == len(events["durs"]) >= 2  # bucket_cap_mb=0.25: two buckets
-            assert row.bucket_bytes == sum(events["bytes"]) == PARAM_BYTES
-            assert 0 <= row.overlap_us <= row.comm_busy_us <= row.comm_us + 0.01
-            assert row.compute_us + row.idle_us <= row.step_us + 0.01
+    summary_matches_events(read_torch_traces([recorded[slow]]), ACTIVE, PARAM_BYTES)
 
 
 @pytest.mark.parametrize("slow", [1, 0])
