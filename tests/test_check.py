@@ -663,7 +663,7 @@ def test_keras_fit_with_horovod_callbacks_passes(tmp_path, cpu_lock, horovod_rea
 # -- live: lesson 02's own mistakes, a stall, unequal shards, and signals --------------------
 def lesson_02_variant(tmp_path, *edits: tuple[str, str]) -> Path:
     """Lesson 02's PyTorch solution with ``(old, new)`` edits, each of which must apply."""
-    from workshop.lessons.edits import script_path
+    from workshop.lessons.l02_first_program.edits import script_path
 
     text = script_path("hvd_torch_solution.py").read_text()
     for old, new in edits:

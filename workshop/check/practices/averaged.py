@@ -102,14 +102,15 @@ def _writes(ranks: list[dict], step: MeanStep, off_ranks: list[dict]) -> str:
     return f" ({'; '.join(found)})" if found else ""
 
 
-def _same_on_every_rank(ranks: list[dict], compared: list[MeanStep]) -> str:
+def _identical(ranks: list[dict], pair: tuple[int, ...]) -> bool:
+    """The gradients the paired step ``pair`` applied were bitwise the same on every rank."""
+    return not differing([r["steps"][i]["grads"] for r, i in zip(ranks, pair, strict=True)])[0]
+
+
+def _same_on_every_rank(ranks: list[dict]) -> str:
     """``identical on every rank at K of S steps`` of the applied gradients' hashes."""
     pairs = paired_steps(ranks)
-    same = sum(
-        1
-        for pair in pairs
-        if not differing([r["steps"][i]["grads"] for r, i in zip(ranks, pair, strict=True)])[0]
-    )
+    same = sum(1 for pair in pairs if _identical(ranks, pair))
     return f"the applied gradients identical on every rank at {same} of {len(pairs)} steps"
 
 
@@ -134,7 +135,7 @@ def _against_the_mean(ranks: list[dict], compared: list[MeanStep], style: str) -
             f"{clip['where'] or 'the script'}: {clip['how']} ran before step {clip['step']} "
             f"while {plural(clip['reducing'], 'gradient reduction')} were still in flight "
             "(Horovod reduces in the background from backward() until the optimizer's "
-            f"synchronize()): {effect}, {_same_on_every_rank(ranks, compared)}; a clip there "
+            f"synchronize()): {effect}, {_same_on_every_rank(ranks)}; a clip there "
             "races the reduction: depending on timing it scales each rank's own gradient, a "
             "partial sum or nothing, so the ranks may apply different gradients and drift apart",
             fix=MEAN_FIXES["clip"][style],
@@ -145,10 +146,9 @@ def _against_the_mean(ranks: list[dict], compared: list[MeanStep], style: str) -
     off_ranks = [r for r, off in zip(ranks, first.off, strict=True) if off]
     if all(own == off for own, off in zip(first.own, first.off, strict=True)):
         return None  # each rank applied its own gradient: the verdict on differing hashes
-    common = all(
-        len(set(s.off)) == 1 and max(s.factor) - min(s.factor) <= MEAN_REL_TOL * max(s.factor)
-        for s in bad
-    )
+    # The same change on every rank keeps the ranks in step: bitwise equal applied gradients.
+    pairs = paired_steps(ranks)
+    common = all(_identical(ranks, pairs[s.step - 1]) for s in bad)
     if common and not all(abs(f - n) <= MEAN_REL_TOL * n for f in first.factor):
         after = [c for c in ranks[0].get("clips") or [] if not c.get("reducing")]
         how = (
