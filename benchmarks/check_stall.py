@@ -29,7 +29,7 @@ from pathlib import Path
 
 from _recording import flock_held, print_spreads, spread, started_now, write_result
 
-from workshop.lessons.edits import script_path
+from workshop.lessons.l02_first_program.edits import script_path
 
 REPO = Path(__file__).resolve().parents[1]
 STALL_SCRIPT = REPO / "tests" / "check_scripts" / "torch_rank0_metric_allreduce.py"

@@ -118,7 +118,7 @@ def record_straggler(stage: Path) -> None:
 
 def record_capstone(folder: str, stage: Path) -> None:
     case = folder.split("/")[1]
-    recorder = "workshop.lessons.capstone_record"
+    recorder = "workshop.lessons.l09_diagnose.record"
     run([sys.executable, "-m", recorder, case, "--out", str(stage.parent)])
 
 

@@ -1,4 +1,5 @@
-"""Lesson 09's capstone (workshop.lessons.capstone) on its recordings in data/capstone/: the
+"""Lesson 09's capstone (workshop.lessons.l09_diagnose.capstone) on its recordings in
+data/capstone/: the
 answer key of every case is the problem that was injected, its evidence number tells the broken
 run from the fixed one, a wrong diagnosis fails, and the gains come from the recorded repeats."""
 
@@ -11,8 +12,9 @@ import pytest
 
 from workshop.analysis.benchmarks import RUN_MEASURES, steady_samples_per_s
 from workshop.findings.diagnose import diagnose_run
-from workshop.lessons import capstone, capstone_record
-from workshop.lessons.exercises import engine as exercises
+from workshop.lessons import engine as exercises
+from workshop.lessons.l09_diagnose import capstone
+from workshop.lessons.l09_diagnose import record as capstone_record
 from workshop.paths import data_path
 from workshop.readers.runs import read_metrics, read_run
 
@@ -270,7 +272,7 @@ def test_the_diagnosis_predicts_each_fix_and_lesson_09_says_where_it_falls_short
     # model within 5 % of the measured 43.1 ms; fusion within 1.5 ms of 4.5 ms; the
     # straggler's prediction (the others' wait for its extra compute) below what the fix
     # gained, as lesson 09 says; the LR costs accuracy, not time
-    from workshop.lessons.capstone_findings import prediction_table
+    from workshop.lessons.l09_diagnose.findings import prediction_table
 
     table = prediction_table(*(capstone.load(n).broken for n in CASES))
     cycle, fusion, straggler = (table.loc[c] for c in ("case-4", "case-3", "case-1"))

@@ -1,9 +1,10 @@
-"""The capstone's recorder (workshop.lessons.capstone_record): the runs of a case and their
+"""The capstone's recorder (workshop.lessons.l09_diagnose.record): the runs of a case and their
 command lines. The recorded cases themselves: tests/test_capstone.py."""
 
 from __future__ import annotations
 
-from workshop.lessons import capstone, capstone_record
+from workshop.lessons.l09_diagnose import capstone
+from workshop.lessons.l09_diagnose import record as capstone_record
 
 
 def test_plan_alternates_and_commands_add_the_case_options(tmp_path):

@@ -158,5 +158,3 @@ def test_the_cpu_wait_gap_names_the_rank_that_shares_its_core():
     # steps recorded before the wait was (no column, or all NaN): no number, not a guess
     old = waits_frame({0: 10, 1: 15}, {0: 0, 1: 0}).drop(columns="cpu_wait_s")
     assert math.isnan(d.cpu_wait_gap(old)[0])
-
-

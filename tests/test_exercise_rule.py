@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop.lessons import exercises as registry
-from workshop.lessons.exercises import answers, engine
+from workshop.lessons import answers, engine, registry
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CONVERTED = ("01", "02", "03", "05", "06", "07", "08")

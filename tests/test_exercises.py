@@ -1,6 +1,6 @@
-"""workshop.lessons.exercises.engine: the learner's check (escalating hints, passed() counts
+"""workshop.lessons.engine: the learner's check (escalating hints, passed() counts
 only the learner), the worked solution's check, the registry and the JSON log a papermill test
-reads; and the registry of exercises (workshop.lessons.exercises): every registered
+reads; and the registry of exercises (workshop.lessons.registry): every registered
 exercise's tolerance rejects each of its classic slips, computed from the lesson's
 recordings."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workshop.lessons import exercises as registry
-from workshop.lessons.exercises import engine as exercises
+from workshop.lessons import engine as exercises
+from workshop.lessons import registry
 
 
 @pytest.fixture(autouse=True)
@@ -198,7 +198,7 @@ def test_a_tolerance_under_one_percent_is_not_shown_as_zero(capsys):
     assert "data give 1.762 (within 0.3%)" in capsys.readouterr().out
 
 
-# --- the registry (workshop.lessons.exercises): lesson 05 first -----------------------------
+# --- the registry (workshop.lessons.registry): lesson 05 first -----------------------------
 
 REPO = Path(__file__).resolve().parents[1]
 

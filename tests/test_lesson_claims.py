@@ -15,8 +15,8 @@ import pytest
 
 import workshop as wk
 from workshop import rules
-from workshop.findings import scaling_lesson
-from workshop.lessons.exercises import FINDINGS
+from workshop.lessons.l06_scaling import findings as scaling_lesson
+from workshop.lessons.registry import FINDINGS
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -230,7 +230,7 @@ def test_lesson_07s_large_batch_runs_are_under_trained_not_a_gap():
 
 
 def test_a_large_batch_run_at_comparable_training_accuracy_shows_the_gap(monkeypatch):
-    from workshop.findings import lr_lesson
+    from workshop.lessons.l07_batch_lr import findings as lr_lesson
 
     lr = wk.open_run(wk.data_path("sweeps/lr-rules-mnist"))
     # the near miss: call training accuracies within 0.2 comparable, and the linear + warm-up

@@ -13,7 +13,7 @@ import pytest
 from test_lesson_claims import NOTEBOOKS, REPO, caption, cell, flat
 
 import workshop as wk
-from workshop.findings import scaling_lesson
+from workshop.lessons.l06_scaling import findings as scaling_lesson
 
 # --- the claims of lessons 01-03 and 05-08, listed and each held ---------------------------
 #
@@ -48,7 +48,7 @@ HELD = {
     ("01", "33722409", "`wk.analysis.parallelism_table` applies "): "model",
     ("01", "a6b14fb1", "FLOPs per communicated byte is a propert"): "model",
     ("02", "e593ced6", "(Optional) Map each Horovod call to PyTo"): "header",
-    ("02", "e593ced6", "Writing the script yourself from the ske"): (
+    ("02", "e593ced6", "The core counts writing the script yours"): (
         "test:test_lesson_02_states_the_minutes_writing_the_script_takes"
     ),
     ("02", "d7f3ab20", "Scale the learning rate, with warmup Wit"): "model",
@@ -224,7 +224,7 @@ def test_an_unlisted_claim_fails_the_inventory():
 def test_lesson_05s_counts_against_the_bound():
     # 130 eight-byte allreduces in 2.943 s at 20 ms: 0.88 of the bound 147 ("comes close");
     # 1,173 in 2.49 s at 1 ms: 0.47 of 2,490 ("cannot keep up")
-    from workshop.findings import mpi_lesson
+    from workshop.lessons.l05_mpi import findings as mpi_lesson
 
     for name, cycle_ms, low, high in (
         ("mpi/torch-mnist-mpi-ops-cycle20ms-np2", 20, 0.8, 1.0),
@@ -287,7 +287,7 @@ def test_lesson_05s_captions_hold_against_the_profiles():
 
 
 def test_lesson_07s_accuracy_caption_holds_against_the_batch_sweep():
-    from workshop.findings import lr_lesson
+    from workshop.lessons.l07_batch_lr import findings as lr_lesson
 
     batch = wk.open_run(wk.data_path("sweeps/batch-size-mnist"))
     at_fixed_lr = wk.analysis.accuracy_vs_batch(lr_lesson.one_worker(batch))

@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from workshop.lessons.exercises.registry import LESSON_MODULES
+from workshop.lessons.registry import LESSON_MODULES
 
 PROBE = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import workshop as wk
-from workshop.lessons.exercises import registry
+from workshop.lessons import registry
 item = registry.entry({exercise!r})
 wk.exercise({exercise!r}, None, *registry.recorded({exercise!r}))
 mods = sorted(m for m in sys.modules if m.startswith("workshop"))
@@ -39,13 +39,13 @@ def _imports(exercise: str) -> dict:
 
 @pytest.mark.parametrize("number", ["01", "04", "06", "09"])
 def test_checking_an_exercise_imports_its_lesson_alone(number):
-    from workshop.lessons.exercises import registry
+    from workshop.lessons import registry
 
     first = registry.lesson(number).EXERCISES[0].id
     found = _imports(first)
-    entries = {f"workshop.lessons.exercises.{m}" for m in LESSON_MODULES.values()}
+    entries = {f"workshop.lessons.{m}.exercises" for m in LESSON_MODULES.values()}
     loaded = entries & set(found["modules"])
-    assert loaded == {f"workshop.lessons.exercises.{LESSON_MODULES[number]}"}, loaded
+    assert loaded == {f"workshop.lessons.{LESSON_MODULES[number]}.exercises"}, loaded
     assert not [m for m in found["modules"] if m.startswith(LIVE_ONLY)], found["modules"]
     print(f"{first}: {len(found['modules'])} modules, {found['lines']} lines")
 

@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from workshop import lessons
-from workshop.lessons import edits as lesson_edits
-from workshop.lessons import keras_probe, recording
-from workshop.lessons import scripts as lesson_scripts
+from workshop.lessons.l02_first_program import edits as lesson_edits
+from workshop.lessons.l02_first_program import keras_probe, recording
+from workshop.lessons.l02_first_program import scripts as lesson_scripts
 from workshop.paths import data_path
 from workshop.train.common import lr_at
 

@@ -1,5 +1,5 @@
 """Lessons 01 and 02 as a reader meets them (issue 48): their findings are sentences built from
-the numbers (workshop/findings/parallelism_lesson.py, first_program_lesson.py), not
+the numbers (workshop/lessons/l01_parallelism/findings.py, l02_first_program/findings.py), not
 ``print(f"...")`` cells, their exercises live in the registry, and the contradiction of lesson
 01 ("model parallel: 1.18x" printed next to "splitting layers adds no parallel work by itself")
 is gone: the comparison is worded from the measured step times and their spread."""
@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from workshop.analysis.parallelism import EVENT_COLUMNS
-from workshop.findings import parallelism_lesson as said
-from workshop.lessons.exercises import registry
+from workshop.lessons import registry
+from workshop.lessons.l01_parallelism import findings as said
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 LESSON_01 = NOTEBOOKS / "01-data-vs-model-parallelism.ipynb"
@@ -180,7 +180,7 @@ def test_lesson_01s_exercises_are_registered_with_their_minutes():
 
 
 def test_lesson_02_states_the_minutes_writing_the_script_takes():
-    from workshop.lessons import edits
+    from workshop.lessons.l02_first_program import edits
 
     todos = len(edits.todos(edits.script_path("hvd_torch_skeleton.py")))
     minutes = edits.writing_minutes()
@@ -207,7 +207,10 @@ def test_the_replayed_check_command_is_relative_to_the_notebooks_folder(monkeypa
     out = []
     monkeypatch.setattr("builtins.print", lambda *a, **k: out.append(" ".join(map(str, a))))
     check_or_replay("check_skeleton", False)
-    assert "`workshop check ../workshop/lessons/first_program/hvd_torch_skeleton.py --" in out[0]
+    assert (
+        "`workshop check ../workshop/lessons/l02_first_program/programs/hvd_torch_skeleton.py --"
+        in out[0]
+    )
 
 
 def test_exercise_02_3_states_what_the_checker_requires():
@@ -234,8 +237,8 @@ def test_the_summary_says_lower_only_when_the_idle_share_fell():
 
 def test_the_skeletons_report_is_counted_as_exercise_02_3_counts():
     # the report's last line says "5 of 6 practices missing" (the FAILs); 02.3's answer is 0 OK
-    from workshop.findings import first_program_lesson
     from workshop.lessons import check_or_replay
+    from workshop.lessons.l02_first_program import findings as first_program_lesson
 
     skeleton = first_program_lesson.skeleton_report(check_or_replay("check_skeleton", False))
     assert "5 of 6 practices missing" in skeleton

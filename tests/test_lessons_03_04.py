@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from workshop.lessons.exercises import registry
+from workshop.lessons import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 L03 = ROOT / "notebooks" / "03-launching-runs.ipynb"

@@ -10,8 +10,10 @@ import nbformat
 import pytest
 
 import workshop as wk
-from workshop.findings import lr_lesson, scaling_lesson
-from workshop.lessons.exercises import batch_lr, scaling
+from workshop.lessons.l06_scaling import exercises as scaling
+from workshop.lessons.l06_scaling import findings as scaling_lesson
+from workshop.lessons.l07_batch_lr import exercises as batch_lr
+from workshop.lessons.l07_batch_lr import findings as lr_lesson
 
 ROOT = Path(__file__).resolve().parents[1]
 L06 = ROOT / "notebooks" / "06-scaling-experiments.ipynb"
@@ -36,7 +38,7 @@ def test_06_never_predicts_with_the_loopback_fit_it_calls_unusable():
     assert "must not be used to predict" in text  # the lesson still says so
     after = text.split("must not be used to predict", 1)[1]
     # the loopback fit is `fit` / comm_model(...)["fit"]: no ring_check may take its alpha or B
-    code = after + (ROOT / "workshop" / "findings" / "scaling_lesson.py").read_text()
+    code = after + (ROOT / "workshop" / "lessons" / "l06_scaling" / "findings.py").read_text()
     for call in re.findall(r"ring_check\((.*?)\)\n", code, flags=re.S):
         assert not re.search(r"\bfit\[|comm_model\(", call), call
     assert "The model on the compute-bound sweep" not in text
@@ -58,8 +60,8 @@ def test_06_ring_model_is_applied_only_with_the_links_known_bandwidth():
     "text",
     [
         source(L06),
-        (ROOT / "workshop" / "findings" / "scaling_lesson.py").read_text(),
-        (ROOT / "workshop" / "lessons" / "exercises" / "scaling.py").read_text(),
+        (ROOT / "workshop" / "lessons" / "l06_scaling" / "findings.py").read_text(),
+        (ROOT / "workshop" / "lessons" / "l06_scaling" / "exercises.py").read_text(),
     ],
     ids=["notebook", "findings", "exercises"],
 )

@@ -15,8 +15,8 @@ import pytest
 import workshop as wk
 from tools.book.prepare import figure_problems
 from workshop.analysis.diagnose import compute_ratio
-from workshop.lessons import capstone
-from workshop.lessons.exercises import registry
+from workshop.lessons import registry
+from workshop.lessons.l09_diagnose import capstone
 
 REPO = Path(__file__).resolve().parents[1]
 LESSON_08 = REPO / "notebooks" / "08-tuning-horovod.ipynb"
@@ -154,8 +154,8 @@ def test_08_fusion_off_sentence_is_built_from_the_fusion_table():
     markdown = "\n".join(c.source for c in cells(LESSON_08) if c.cell_type == "markdown")
     assert "instead of one" not in markdown
     fusion = wk.open_run(registry.REGISTRY["08.1"].recorded["fusion"])
-    table = wk.findings.tuning_lesson.fusion_comm(fusion)
-    text = wk.findings.tuning_lesson.link_mechanisms(fusion)
+    table = wk.lessons.l08_tuning.findings.fusion_comm(fusion)
+    text = wk.lessons.l08_tuning.findings.link_mechanisms(fusion)
     sentence = (
         f"in {table.ops_per_step[0]:.1f} collective operations per step instead of "
         f"{table.ops_per_step[128]:.1f}"
@@ -226,7 +226,7 @@ def test_09_states_the_rules_its_core_exercises_need_with_their_one_home():
 def test_09_a_wrong_fix_for_the_right_problem_is_told_so():
     # the near miss of the issue: ("c", 2.78, "b") was told "Compare the ranks with each other"
     import workshop as wk
-    from workshop.lessons import capstone
+    from workshop.lessons.l09_diagnose import capstone
 
     broken = wk.open_run(capstone.load("case-1").broken)
     expected = capstone.answer_key(capstone.load("case-1")).expected

@@ -4,7 +4,7 @@ data/expected/<notebook>.json, and a run as a learner makes it (default paramete
 answers) in which no solution runs, no answer is filled in and nothing counts as passed.
 
 The exercises themselves are checked from what the notebook's checks recorded (the
-``WORKSHOP_EXERCISES_LOG`` file workshop.lessons.exercises.engine writes): 1 to 3 hints each,
+``WORKSHOP_EXERCISES_LOG`` file workshop.lessons.engine writes): 1 to 3 hints each,
 no prompt or hint that contains the expected value, no binary exercise."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import nbformat
 import pytest
 
 from tools.notebook_run import NotebookRun, execute
-from workshop.lessons import exercises as exercise_registry
-from workshop.lessons.exercises import engine as exercises
+from workshop.lessons import engine as exercises
+from workshop.lessons import registry as exercise_registry
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))
@@ -165,7 +165,7 @@ def test_exercises_have_answer_check_and_hidden_solution(path):
 
 
 def _registry_exercise_cells(name: str, exercise: str, answer, solution) -> None:
-    """An exercise of the registry (workshop.lessons.exercises): after its prompt, ONE code
+    """An exercise of the registry (workshop.lessons.registry): after its prompt, ONE code
     cell, the learner's answer and its one-line check, then the collapsed worked solution,
     which checks itself through the registry (``worked=True``) and says how to see it."""
     suffix = exercise.replace(".", "_")
@@ -314,14 +314,14 @@ def read_run(path: Path, folder: Path) -> Run:
 # must reject every one (test_every_check_rejects_the_classic_slips). A registry exercise's
 # slips are in its entry; its check logs their values from the lesson's data.
 SLIPS: dict[str, list[tuple[str, str]]] = {
-    # 01.x: the registry's slips (workshop/lessons/exercises/data_vs_model.py)
-    # 02.x: the registry's slips (workshop/lessons/exercises/first_horovod.py)
-    # 03.x: the registry's slips (workshop/lessons/exercises/launching.py)
-    # 04.x: the registry's slips (workshop/lessons/exercises/timelines.py)
+    # 01.x: the registry's slips (workshop/lessons/l01_parallelism/exercises.py)
+    # 02.x: the registry's slips (workshop/lessons/l02_first_program/exercises.py)
+    # 03.x: the registry's slips (workshop/lessons/l03_launching/exercises.py)
+    # 04.x: the registry's slips (workshop/lessons/l04_timelines/exercises.py)
     # 05.x: the registry's slips (workshop/lessons/exercises/), logged by each check
     # 06.x, 07.x: the registry's slips (workshop/lessons/exercises/), logged by each check
-    # 08.x: the registry's slips (workshop/lessons/exercises/tuning.py)
-    # 09.x: the registry's slips (workshop/lessons/exercises/diagnosing.py)
+    # 08.x: the registry's slips (workshop/lessons/l08_tuning/exercises.py)
+    # 09.x: the registry's slips (workshop/lessons/l09_diagnose/exercises.py)
 }
 
 _SESSION_RUNS: dict[tuple[str, Path], Run] = {}

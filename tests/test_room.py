@@ -19,7 +19,7 @@ from workshop import room
 from workshop.analysis.room import room_progress, room_table
 from workshop.commands import room as room_command
 from workshop.findings.room import room_text
-from workshop.lessons.exercises import engine as exercises
+from workshop.lessons import engine as exercises
 from workshop.paths import data_path
 from workshop.readers.room import read_room
 
@@ -220,7 +220,7 @@ LEARNER = """
 import json, sys, time
 from pathlib import Path
 from workshop import room
-from workshop.lessons.exercises import engine as exercises
+from workshop.lessons import engine as exercises
 plan, go = json.loads(sys.argv[1]), Path(sys.argv[2])
 while not go.exists():
     time.sleep(0.002)

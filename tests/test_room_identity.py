@@ -25,7 +25,7 @@ from workshop import room
 from workshop.analysis.room import room_table
 from workshop.commands import room as room_command
 from workshop.findings.room import room_notes, room_text
-from workshop.lessons.exercises import engine as exercises
+from workshop.lessons import engine as exercises
 from workshop.readers.room import read_room
 
 NONE_CAN = "none can remove or rename another's"
@@ -39,7 +39,7 @@ LEARNER = """
 import json, sys, time
 from pathlib import Path
 from workshop import room
-from workshop.lessons.exercises import engine as exercises
+from workshop.lessons import engine as exercises
 for step in json.loads(sys.argv[1]):
     if step[0] == "check":
         exercises.check(step[1], step[2], expected=42, hints=("h",))

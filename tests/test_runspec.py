@@ -47,7 +47,7 @@ SELECTIONS = {
     # not run options: a check report's fields, and a recording's keys, that share names with
     # the run options (script: workshop run --script since issue 49)
     ("workshop/check/report.py", ("framework", "np", "script")): 1,
-    ("workshop/lessons/recording.py", ("launcher", "np", "script")): 1,
+    ("workshop/lessons/l02_first_program/recording.py", ("launcher", "np", "script")): 1,
     # `workshop runs` / doctor: the columns a learner sees first in the list of runs
     ("workshop/readers/runs.py", ("controller", "dataset", "framework", "np")): 2,
     # a sweep's compute baseline times one network and per-worker batch: these may not vary

@@ -76,7 +76,7 @@ def _ranks_of(script: Path) -> list[int]:
 def test_the_lessons_launcher_leaves_nothing_running_after_a_timeout_or_an_interrupt(
     tmp_path, cpu_lock, horovod_ready
 ):
-    from workshop.lessons import scripts
+    from workshop.lessons.l02_first_program import scripts
 
     # A copy of its own: its path marks this test's ranks apart from the check's timeout test
     # of the same fixture.

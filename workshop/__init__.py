@@ -11,7 +11,7 @@ Sub-packages load on first use (``wk.plot`` imports matplotlib only when a lesso
 a training rank that needs ``workshop.train`` loads no plotting. Data flows one way: files ->
 readers -> analysis -> findings / plot / widgets -> notebook; the README's map of the code
 names each layer. ``wk.open_run`` is :func:`workshop.readers.runs.open_run`; ``wk.exercise`` and
-``wk.finding`` are the registry's (:mod:`workshop.lessons.exercises`).
+``wk.finding`` are the registry's (:mod:`workshop.lessons.registry`).
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ SUBPACKAGES = (
 #: Lesson machinery a notebook reaches from the top (``wk.exercises.solution_hidden``,
 #: ``wk.results.save``), and the module each name is.
 MODULES = {
-    "exercises": "workshop.lessons.exercises.engine",
+    "exercises": "workshop.lessons.engine",
     "results": "workshop.lessons.results",
 }
 #: The facade's own names, by the module (under ``workshop``) each comes from.
-NAMES = {"readers.runs": ["open_run", "Run"], "lessons.exercises": ["exercise", "finding"]}
+NAMES = {"readers.runs": ["open_run", "Run"], "lessons.registry": ["exercise", "finding"]}
 __getattr__, __dir__, _exported = exports(__name__, NAMES, SUBPACKAGES, MODULES)
 __all__ = ["MODULES", "SUBPACKAGES", "data_path", *_exported]

@@ -2,7 +2,7 @@
 
 A learner opts in with one setting, ``WORKSHOP_ROOM=DIR`` (the instructor's JupyterHub config,
 or ``os.environ["WORKSHOP_ROOM"] = "/shared/room"`` in a first cell). Then each exercise check
-(:func:`workshop.lessons.exercises.engine.check`), each ``workshop run`` and each
+(:func:`workshop.lessons.engine.check`), each ``workshop run`` and each
 ``workshop check`` writes under ``DIR/<learner>/``;
 ``workshop room DIR`` reads the whole folder (:mod:`workshop.readers.room`). Nothing is sent
 anywhere else, and without the setting nothing is written.

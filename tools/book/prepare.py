@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from tools.book.repository import BookError, Links
-from workshop.lessons.exercises.engine import UNANSWERED_LINE
+from workshop.lessons.engine import UNANSWERED_LINE
 from workshop.paths import REPO_DIR
 
 # The parameters only the tests and CI set: not on a reader's page.

@@ -139,7 +139,7 @@ def track_problems(table: list[Lesson]) -> list[str]:
 
 def exercise_minutes() -> dict[str, list[int]]:
     """Each lesson's exercises' minutes, from the registry (lessons not converted: none)."""
-    from workshop.lessons.exercises.registry import REGISTRY
+    from workshop.lessons.registry import REGISTRY
 
     found: dict[str, list[int]] = {}
     for exercise_id, entry in sorted(REGISTRY.items()):

@@ -25,8 +25,4 @@ __getattr__, __dir__, __all__ = exports(
             "timeline_findings",
         ],
     },
-    modules=(
-        "lr_lesson",
-        "scaling_lesson",
-    ),
 )

@@ -1,7 +1,7 @@
 """The recording harness: real ``workshop run`` runs recorded for lessons and benchmarks, with
 the ranks bound to cores and, when asked, a busy process beside one rank (a straggler).
 
-Both the capstone (``workshop.lessons.capstone``) and the straggler benchmark
+Both the capstone (``workshop.lessons.l09_diagnose.capstone``) and the straggler benchmark
 (``benchmarks/straggler_signal.py``) record through :func:`record_run`, so a straggler is
 injected one way everywhere::
 

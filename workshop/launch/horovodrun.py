@@ -1,7 +1,7 @@
 """Starting Horovod ranks: the one place that finds ``horovodrun``, writes its command line and
 the environment every rank needs. ``workshop run`` (:mod:`workshop.launch.run`), the lessons'
-launcher (:mod:`workshop.lessons.scripts`) and ``workshop check`` (:mod:`workshop.check.launch`)
-all start their ranks through it.
+launcher (:mod:`workshop.lessons.l02_first_program.scripts`) and ``workshop check``
+(:mod:`workshop.check.launch`) all start their ranks through it.
 
     >>> horovodrun_command(2, ["python", "train.py"], program="horovodrun")
     ['horovodrun', '-np', '2', '-H', 'localhost:2', '--gloo', 'python', 'train.py']

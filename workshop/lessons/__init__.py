@@ -1,19 +1,16 @@
-"""Lesson 02's helpers: the learner's scripts, the changes that make them data-parallel, and
-launching them.
+"""The lessons' code, one folder per lesson, and what they share.
 
-The scripts themselves live in ``workshop/lessons/first_program/`` as ordinary files that do
-not import ``workshop`` (a learner copies them anywhere):
+- ``lNN_name/`` (``l01_parallelism`` ... ``l09_diagnose``): a lesson's ``exercises`` (its
+  entries in the registry: exercises and findings), its ``findings`` (the prose it states, with
+  its numbers) and its own glue (lesson 02's learner programs in ``programs/``, their changes
+  and launches; lesson 09's capstone cases and their recorder);
+- ``registry``: ``wk.exercise`` and ``wk.finding``; it finds an id's lesson by its number and
+  imports that lesson alone;
+- ``engine``: the checking engine (``wk.exercises``), with ``answers`` (how an answer matches)
+  and ``entries`` (what an exercise, a finding and a slip are);
+- ``results``: what a notebook found, as JSON for the tests.
 
-- ``serial_torch.py`` / ``serial_tf.py``: plain one-process training loops on MNIST;
-- ``hvd_torch_solution.py`` / ``hvd_tf_loop_solution.py``: the same loops with Horovod, every
-  change marked ``# [hvd:<change>]`` (:data:`CHANGES` lists them in teaching order);
-- ``hvd_torch_skeleton.py`` / ``hvd_tf_loop_skeleton.py``: the serial loops with a
-  ``# TODO [hvd:<change>]`` comment where each change goes, for the learner to fill in;
-- ``serial_keras.py`` / ``hvd_keras_fit_solution.py``: Keras ``model.fit`` with
-  ``horovod.tensorflow.keras``;
-- ``ddp_torch.py``: the PyTorch solution written with ``torch.distributed`` (DDP) instead.
-
-::
+Lesson 02's helpers are handed on here too, as the notebook calls them::
 
     from workshop import lessons
     mine = lessons.write_skeleton("hvd_torch_skeleton.py", ".")   # never overwrites your edits
@@ -29,12 +26,12 @@ from workshop.lazy import exports
 __getattr__, __dir__, __all__ = exports(
     __name__,
     {
-        "ddp": [
+        "l02_first_program.ddp": [
             "BENCHMARK",
             "benchmark",
             "benchmark_table",
         ],
-        "edits": [
+        "l02_first_program.edits": [
             "CHANGES",
             "EPOCH_LINE",
             "MARK",
@@ -51,13 +48,13 @@ __getattr__, __dir__, __all__ = exports(
             "todos",
             "write_skeleton",
         ],
-        "replay": [
+        "l02_first_program.replay": [
             "check_or_replay",
             "keras_pieces",
             "run_or_replay",
             "work_dir",
         ],
-        "scripts": [
+        "l02_first_program.scripts": [
             "CHECK_ARGS",
             "NOISE",
             "Launch",
@@ -70,8 +67,23 @@ __getattr__, __dir__, __all__ = exports(
             "torchrun",
             "torchrun_command",
         ],
-        "slurm_job": [
+        "l03_launching.slurm_job": [
             "slurm_job_live",
         ],
+        "registry": ["exercise", "finding"],
     },
+    (
+        "engine",
+        "registry",
+        "results",
+        "l01_parallelism",
+        "l02_first_program",
+        "l03_launching",
+        "l04_timelines",
+        "l05_mpi",
+        "l06_scaling",
+        "l07_batch_lr",
+        "l08_tuning",
+        "l09_diagnose",
+    ),
 )

@@ -1,6 +1,6 @@
 """Predict-then-check exercises in the notebooks: the checking engine.
 
-A lesson converted to the registry (:mod:`workshop.lessons.exercises`: expected values,
+A lesson converted to the registry (:mod:`workshop.lessons.registry`: expected values,
 tolerances, slips and hints in the package, lesson 05 first) checks with one line,
 ``wk.exercise("05.1", answer_05_1, run)``, which calls :func:`check` and
 :func:`check_solution` below. A lesson not converted yet has four cells: a markdown cell tagged
@@ -59,7 +59,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workshop.lessons.exercises import answers
+from workshop.lessons import answers
 from workshop.units import plain
 
 STRICT_ENV = "WORKSHOP_EXERCISES_STRICT"

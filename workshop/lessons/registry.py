@@ -19,7 +19,7 @@ How a lesson uses it (lesson 05 is the first converted; its entries are in
 The check takes the lesson's data (the Run or frames the lesson has open: in a LIVE lesson,
 the fresh run) and computes the expected value and the slips from it; the notebook holds no
 expected value, tolerance, slip or hint. An unanswered check prints one short line
-(:data:`workshop.lessons.exercises.engine.UNANSWERED_LINE`), which the book leaves out.
+(:data:`workshop.lessons.engine.UNANSWERED_LINE`), which the book leaves out.
 
 How to add an exercise (or convert one of a lesson not converted yet):
 
@@ -46,22 +46,23 @@ import importlib
 from functools import cache
 from types import ModuleType
 
-from workshop.lessons.exercises import answers, engine
-from workshop.lessons.exercises.entries import Exercise, Finding
+from workshop.lessons import answers, engine
+from workshop.lessons.entries import Exercise, Finding
 from workshop.readers.runs import Run, open_run
 
-#: Each lesson's module of exercises and findings (under ``workshop.lessons.exercises``), by
-#: its number: an id's first two digits name its lesson, and only that module is imported.
+#: Each lesson's folder under ``workshop.lessons``, by its number: an id's first two digits
+#: name its lesson, and only that lesson's ``exercises`` module (its exercises and findings)
+#: is imported.
 LESSON_MODULES = {
-    "01": "data_vs_model",
-    "02": "first_horovod",
-    "03": "launching",
-    "04": "timelines",
-    "05": "mpi_profiling",
-    "06": "scaling",
-    "07": "batch_lr",
-    "08": "tuning",
-    "09": "diagnosing",
+    "01": "l01_parallelism",
+    "02": "l02_first_program",
+    "03": "l03_launching",
+    "04": "l04_timelines",
+    "05": "l05_mpi",
+    "06": "l06_scaling",
+    "07": "l07_batch_lr",
+    "08": "l08_tuning",
+    "09": "l09_diagnose",
 }
 
 
@@ -74,7 +75,7 @@ def lesson(number: str) -> ModuleType:
     if number not in LESSON_MODULES:
         known = ", ".join(LESSON_MODULES)
         raise KeyError(f"no lesson {number!r} has exercises or findings (lessons: {known})")
-    return importlib.import_module(f"workshop.lessons.exercises.{LESSON_MODULES[number]}")
+    return importlib.import_module(f"workshop.lessons.{LESSON_MODULES[number]}.exercises")
 
 
 @cache

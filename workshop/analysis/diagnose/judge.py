@@ -51,7 +51,7 @@ class Measure:
 #: by itself): on the straggler benchmark's runs with the response cache off it does not
 #: separate stragglers (0.33-0.58 cycles) from healthy runs (0.00-2.90; most near 0, one
 #: unpinned run later than every straggler), since other work on any core moves any rank's
-#: ticks; the compute ratio does (``workshop.lessons.capstone.tick_lateness``).
+#: ticks; the compute ratio does (``workshop.lessons.l09_diagnose.capstone.tick_lateness``).
 MEASURES: dict[str, Measure] = {
     "compute_ratio": Measure(
         "straggler", "compute per step, slowest rank / the other ranks (lower quartiles)"

@@ -12,8 +12,8 @@ findings take the demos' results and tables the lesson has open.
 from __future__ import annotations
 
 from workshop.analysis.parallelism import exchange_costs, pipeline_bubble_fraction
-from workshop.findings import parallelism_lesson as said
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l01_parallelism import findings as said
 
 #: Exercise 01.1: stages of the pipeline and the idle share asked for.
 STAGES, IDLE_AT_MOST = 4, 0.10

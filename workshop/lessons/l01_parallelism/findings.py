@@ -2,7 +2,7 @@
 with their numbers, from the demos' results (:mod:`workshop.launch.parallelism`: dicts with
 ``params``, ``initial``, ``events``, ...) and the analyses of
 :mod:`workshop.analysis.parallelism`. Each function returns Markdown; the lesson shows them
-through ``wk.finding`` (the registry, :mod:`workshop.lessons.exercises.data_vs_model`, says
+through ``wk.finding`` (the registry, :mod:`workshop.lessons.l01_parallelism.exercises`, says
 which give an answer away).
 """
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.lessons.scripts import LaunchError, _environment
+from workshop.lessons.l02_first_program.scripts import LaunchError, _environment
 
 __all__ = ["BENCHMARK", "benchmark", "benchmark_table"]
 

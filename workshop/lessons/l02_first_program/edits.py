@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-SCRIPTS_DIR = Path(__file__).resolve().parent / "first_program"
+SCRIPTS_DIR = Path(__file__).resolve().parent / "programs"
 
 #: The changes that make a serial script data-parallel, in teaching order: tag -> title.
 CHANGES = {

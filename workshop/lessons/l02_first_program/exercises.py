@@ -15,8 +15,8 @@ import contextlib
 import io
 
 from workshop.analysis import lr_schedule
-from workshop.findings import first_program_lesson as said
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l02_first_program import findings as said
 
 #: Exercise 02.1: training images, ranks, the rank asked about.
 IMAGES, RANKS, RANK = 4000, 3, 2

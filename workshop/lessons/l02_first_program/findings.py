@@ -2,7 +2,7 @@
 with their numbers: from the live ranks' spreads, the runs' epoch tables
 (:func:`workshop.lessons.epochs`), the Keras probe's pieces and the Horovod vs DDP benchmark
 (:mod:`workshop.lessons`). Each function returns Markdown; the lesson shows them through
-``wk.finding`` (the registry, :mod:`workshop.lessons.exercises.first_horovod`, says which give
+``wk.finding`` (the registry, :mod:`workshop.lessons.l02_first_program.exercises`, says which give
 an answer away).
 """
 

@@ -26,7 +26,7 @@ model and optimizer: one TensorFlow start-up per rank instead of one per piece (
 leaves a rank waiting for the other stops the whole launch at the timeout, and the error shows
 the launch's last output (with the records of the pieces that had reported).
 
-    python -m workshop.lessons.keras_probe            # prints the verdicts as JSON
+    python -m workshop.lessons.l02_first_program.keras_probe   # prints the verdicts as JSON
 
 The workshop's Horovod build patches that import (``scripts/build_horovod.sh``, fix 7), so all
 four work with it; ``data/lessons/first-program/keras_pieces_upstream.json`` is the probe of a
@@ -170,7 +170,7 @@ def _lesson_keras_script():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent / "first_program" / "hvd_keras_fit_solution.py"
+    path = Path(__file__).resolve().parent / "programs" / "hvd_keras_fit_solution.py"
     spec = importlib.util.spec_from_file_location("hvd_keras_fit_solution", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -227,11 +227,11 @@ def probe(
 
     Raises:
         LaunchError: the launch failed or ran past ``timeout_s``
-            (:func:`workshop.lessons.scripts.horovodrun`).
+            (:func:`workshop.lessons.l02_first_program.scripts.horovodrun`).
         RuntimeError: the launch ended well but a piece did not report, naming it, with the
             output.
     """
-    from workshop.lessons import scripts
+    from workshop.lessons.l02_first_program import scripts
 
     args = [arg for piece in pieces for arg in ("--piece", piece)]
     run = scripts.horovodrun(__file__, np=2, args=args, timeout_s=timeout_s)

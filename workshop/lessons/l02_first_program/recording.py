@@ -4,7 +4,7 @@ Each recording is one JSON file in ``data/lessons/first-program/`` with the exac
 number of processes, the output, the wall time and the provenance (versions, machine, date,
 load average). Re-record them all (a few minutes on 2 cores)::
 
-    flock /tmp/workshop-cpu.lock python -m workshop.lessons.recording
+    flock /tmp/workshop-cpu.lock python -m workshop.lessons.l02_first_program.recording
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workshop.lessons import scripts
+from workshop.lessons.l02_first_program import scripts
 from workshop.paths import data_dir, data_path
 
 FOLDER = ("lessons", "first-program")
@@ -67,7 +67,7 @@ def run(name: str, ckpt: str | os.PathLike) -> scripts.Launch:
 def record(out_dir: Path, names: list[str] | None = None) -> list[Path]:
     """Run and save the recordings (default: all of :data:`RUNS`, the two checks of
     :data:`workshop.scripts.CHECK_ARGS`, then the Keras probe)."""
-    from workshop.lessons import keras_probe
+    from workshop.lessons.l02_first_program import keras_probe
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from workshop.lessons.edits import script_path
-from workshop.lessons.scripts import Launch, run_check
+from workshop.lessons.l02_first_program.edits import script_path
+from workshop.lessons.l02_first_program.scripts import Launch, run_check
 
 __all__ = [
     "check_or_replay",
@@ -24,9 +24,10 @@ __all__ = [
 
 
 def run_or_replay(name: str, live: bool, *, work_dir: str | os.PathLike = ".") -> Launch:
-    """A run of :data:`workshop.lessons.recording.RUNS`: for real when ``live`` (checkpoints
-    in ``work_dir/checkpoints``), else its recording, with a line saying which."""
-    from workshop.lessons import recording
+    """A run of :data:`workshop.lessons.l02_first_program.recording.RUNS`: for real when
+    ``live`` (checkpoints in ``work_dir/checkpoints``), else its recording, with a line saying
+    which."""
+    from workshop.lessons.l02_first_program import recording
 
     if live:
         ckpt = Path(work_dir) / "checkpoints"
@@ -52,12 +53,13 @@ def work_dir(folder: str | os.PathLike = "") -> Path:
 
 #: The lessons' folder of a checkout: a command a lesson prints names paths from there, where the
 #: notebook runs (papermill and the book may run it from elsewhere).
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[3] / "notebooks"
 
 
 def from_notebooks(path: str | os.PathLike) -> str:
-    """``path`` as the notebooks' folder sees it (``../workshop/lessons/first_program/...``),
-    whatever the current folder; absolute where there is no such folder (an installed package).
+    """``path`` as the notebooks' folder sees it
+    (``../workshop/lessons/l02_first_program/programs/...``), whatever the current folder;
+    absolute where there is no such folder (an installed package).
 
     >>> from_notebooks(NOTEBOOKS_DIR.parent / "workshop" / "cli.py")
     '../workshop/cli.py'
@@ -71,7 +73,7 @@ def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
     """``workshop check`` for real when ``live`` (see :func:`run_check`), else the recorded
     report ``name`` (``check_skeleton`` or ``check_solution``), as a ``check.Report``."""
     from workshop.check import Check, Report
-    from workshop.lessons import recording
+    from workshop.lessons.l02_first_program import recording
 
     if live:
         return run_check(name, script)
@@ -98,7 +100,7 @@ def check_or_replay(name: str, live: bool, *, script: str | os.PathLike = ""):
 
 
 def keras_pieces(live: bool, *, build: str = "workshop") -> pd.DataFrame:
-    """Which of Horovod's Keras pieces work (see :mod:`workshop.lessons.keras_probe`).
+    """Which of Horovod's Keras pieces work (:mod:`.keras_probe`).
 
     ``build="workshop"``: with the Horovod that ``scripts/build_horovod.sh`` builds (its Keras
     module patched to take tf-keras' backend), probed for real when ``live`` (about a minute),
@@ -111,7 +113,7 @@ def keras_pieces(live: bool, *, build: str = "workshop") -> pd.DataFrame:
         ``works``, ``evidence``, ``error``, ``seeded_weights_equal`` (whether
         ``tf.random.set_seed(0)`` gave both ranks the same initial weights in that run).
     """
-    from workshop.lessons import keras_probe, recording
+    from workshop.lessons.l02_first_program import keras_probe, recording
 
     if build not in ("workshop", "upstream"):
         raise ValueError(f"build={build!r}: 'workshop' or 'upstream'")

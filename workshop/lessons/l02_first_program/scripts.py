@@ -25,7 +25,7 @@ from workshop.launch.horovodrun import (
     rank_environment,
 )
 from workshop.launch.stopping import end_on_parent_death, stop_tree
-from workshop.lessons.edits import EPOCH_LINE, script_path
+from workshop.lessons.l02_first_program.edits import EPOCH_LINE, script_path
 
 __all__ = [
     "CHECK_ARGS",

@@ -7,8 +7,9 @@ The lesson's data: ``sweep``, a Run whose folder holds run directories (the reco
 
 from __future__ import annotations
 
-from workshop.findings import launching_lesson as said
-from workshop.findings.launching_lesson import (
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l03_launching import findings as said
+from workshop.lessons.l03_launching.findings import (
     example,
     first_epoch_choice,
     first_epoch_x,
@@ -16,7 +17,6 @@ from workshop.findings.launching_lesson import (
     throughput_speedup,
     worker_group,
 )
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 from workshop.readers import read_metrics
 
 #: The recordings the lesson opens by default (its parameters cell names the same).

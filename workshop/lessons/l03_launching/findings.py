@@ -2,7 +2,7 @@
 numbers: each function takes the lesson's data (``sweep``, a Run whose folder holds run
 directories: ``data/runs`` or the learner's ``RUN_DIR``; other Runs where named) and returns
 Markdown. The lesson shows them through ``wk.finding`` (the registry,
-:mod:`workshop.lessons.exercises.launching`, says which give an answer away).
+:mod:`workshop.lessons.l03_launching.exercises`, says which give an answer away).
 """
 
 from __future__ import annotations

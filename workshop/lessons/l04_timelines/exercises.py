@@ -10,8 +10,9 @@ fusion off, the response cache off, cycle marks and a 5 ms cycle; ``other``, the
 
 from __future__ import annotations
 
-from workshop.findings import timelines_lesson as said
-from workshop.findings.timelines_lesson import (
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l04_timelines import findings as said
+from workshop.lessons.l04_timelines.findings import (
     cycle5_delay_ms,
     delay_choice,
     negotiations,
@@ -19,7 +20,6 @@ from workshop.findings.timelines_lesson import (
     share,
     ticks_per_rank,
 )
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

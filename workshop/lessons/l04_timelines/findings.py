@@ -2,7 +2,7 @@
 numbers, from the timeline analyses of :mod:`workshop.analysis`: each function takes the
 lesson's Runs (each with a ``timeline.json``; ``bench``, the cycle-time benchmark's folder) and
 returns Markdown, or, for the lesson's test, the numbers behind it. The lesson shows them
-through ``wk.finding`` (the registry, :mod:`workshop.lessons.exercises.timelines`, says which
+through ``wk.finding`` (the registry, :mod:`workshop.lessons.l04_timelines.exercises`, says which
 give an answer away).
 """
 

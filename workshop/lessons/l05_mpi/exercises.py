@@ -10,9 +10,14 @@ from __future__ import annotations
 import math
 
 from workshop.analysis.mpi import comm_vs_training, message_size_bins, negotiation_signature
-from workshop.findings import mpi_lesson as said
-from workshop.findings.mpi_lesson import ALLREDUCE, HOROVOD_DEFAULT_CYCLE_MS, negotiations, rank0
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l05_mpi import findings as said
+from workshop.lessons.l05_mpi.findings import (
+    ALLREDUCE,
+    HOROVOD_DEFAULT_CYCLE_MS,
+    negotiations,
+    rank0,
+)
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

@@ -1,7 +1,7 @@
 """The findings lesson 05 (notebooks/05-mpi-profiling.ipynb) states, in sentences with their
 numbers, from the analyses of :mod:`workshop.analysis.mpi`: each function takes the lesson's
 runs (or profiles) and returns Markdown. The lesson shows them through ``wk.finding`` (the
-registry, :mod:`workshop.lessons.exercises.mpi_profiling`, says which give an answer away).
+registry, :mod:`workshop.lessons.l05_mpi.exercises`, says which give an answer away).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from workshop import analysis
-from workshop.findings import scaling_lesson as said
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l06_scaling import findings as said
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

@@ -1,7 +1,7 @@
 """The findings lesson 06 (notebooks/06-scaling-experiments.ipynb) states, in sentences with
 their numbers, from :mod:`workshop.analysis.scaling` and :mod:`workshop.analysis.cluster`: each
 function takes the lesson's data (Runs of recordings or of the learner's folders) and returns
-Markdown. The registry (:mod:`workshop.lessons.exercises.scaling`) says which give an
+Markdown. The registry (:mod:`workshop.lessons.l06_scaling.exercises`) says which give an
 exercise's answer away. The sources are named as docs/sources.md names them.
 """
 

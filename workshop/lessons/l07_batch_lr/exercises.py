@@ -9,8 +9,8 @@ small-model sweep; ``target``, the test accuracy of "time to accuracy".
 
 from __future__ import annotations
 
-from workshop.findings import lr_lesson as said
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l07_batch_lr import findings as said
 
 #: The recordings the lesson opens by default (its parameters cell names the same).
 RECORDINGS = {

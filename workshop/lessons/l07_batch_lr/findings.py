@@ -1,7 +1,7 @@
 """The findings lesson 07 (notebooks/07-batch-size-and-learning-rate.ipynb) states, in
 sentences with their numbers, from :mod:`workshop.analysis.scaling` and the LR rules: each
 function takes the lesson's sweeps (Runs of folders of run directories) and returns Markdown.
-The registry (:mod:`workshop.lessons.exercises.batch_lr`) says which give an answer away.
+The registry (:mod:`workshop.lessons.l07_batch_lr.exercises`) says which give an answer away.
 """
 
 from __future__ import annotations

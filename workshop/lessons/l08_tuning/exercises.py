@@ -7,15 +7,15 @@ the learner's fusion sweep.
 
 from __future__ import annotations
 
-from workshop.findings import tuning_lesson as said
-from workshop.findings.tuning_lesson import (
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l08_tuning import findings as said
+from workshop.lessons.l08_tuning.findings import (
     accumulation_comm,
     compression_comm,
     fusion_comm,
     nocache_ticks,
     rounds_per_s,
 )
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
 
 #: The recordings the lesson opens by default.
 RECORDINGS = {

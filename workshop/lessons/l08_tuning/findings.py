@@ -2,7 +2,7 @@
 numbers, from :mod:`workshop.analysis.tuning`: each function takes the lesson's recordings (a
 Run of a sweep folder, of a timeline or of a benchmark) and returns Markdown; the tables the
 lesson's exercises and findings read are computed here once per folder. The registry
-(:mod:`workshop.lessons.exercises.tuning`) says which give an answer away.
+(:mod:`workshop.lessons.l08_tuning.exercises`) says which give an answer away.
 """
 
 from __future__ import annotations

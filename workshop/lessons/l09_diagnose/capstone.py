@@ -11,7 +11,7 @@ Every case is a folder ``data/capstone/<case>/`` with::
     provenance.json            every command, the fault injected, host, versions, load
     README.md                  what is there (its commands give the answer away)
 
-Re-record a case: :mod:`workshop.lessons.capstone_record` (the recorder). The numbers are
+Re-record a case: :mod:`workshop.lessons.l09_diagnose.record` (the recorder). The numbers are
 computed by :mod:`workshop.analysis` (``diagnose``'s evidence, ``benchmarks``' paired ratios);
 this module reads a case's files and grades a diagnosis.
 
@@ -19,7 +19,7 @@ In the notebook::
 
     case = capstone.load("case-1")
     key = capstone.answer_key(case)         # computed from the files; it never prints itself
-    # the registry's 09.1-09.5 (workshop.lessons.exercises.diagnosing) check against it
+    # the registry's 09.1-09.5 (workshop.lessons.l09_diagnose.exercises) check against it
     capstone.parts(answer, key)             # which of problem / evidence / fix is right
 """
 
@@ -109,11 +109,11 @@ class CaseSpec:
     Attributes:
         problem: the letter of :data:`PROBLEMS` that the broken run has.
         broken, fixed: ``workshop run`` options added to
-            :data:`workshop.lessons.capstone_record.COMMON`.
+            :data:`workshop.lessons.l09_diagnose.record.COMMON`.
         measure: what the fix should improve: ``samples_per_s`` (the training throughput of
             the epochs after the first) or ``test_accuracy`` (after the last epoch).
         straggler: the ranks are bound to cores in both runs, and the broken run shares rank
-            1's core with busy processes (:mod:`workshop.lessons.capstone_record`).
+            1's core with busy processes (:mod:`workshop.lessons.l09_diagnose.record`).
     """
 
     problem: str
@@ -230,7 +230,8 @@ def load(case: str, root: Path | str | None = None) -> Case:
     path = folder / "provenance.json"
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path}: missing; record it with python -m workshop.lessons.capstone_record {case}"
+            f"{path}: missing; record it with "
+            f"python -m workshop.lessons.l09_diagnose.record {case}"
         )
     try:
         record = json.loads(path.read_text())

@@ -3,7 +3,7 @@
 The lesson's data: each case's ``broken`` run (a Run of ``data/capstone/case-N/broken``, or of
 the LIVE re-recording); the case's folder (its provenance, fixed run and repeats) is the run's
 parent. A diagnosis is (problem letter, evidence number, fix letter): the evidence is measured
-by the analysis of ``workshop diagnose`` (:func:`workshop.lessons.capstone.answer_key`).
+by the analysis of ``workshop diagnose`` (:func:`.capstone.answer_key`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import statistics
 
 from workshop.analysis import fusion_groups
 from workshop.analysis.diagnose import late_cycles
-from workshop.lessons import capstone
-from workshop.lessons import capstone_findings as said
-from workshop.lessons.exercises.entries import Exercise, Finding, Slip
+from workshop.lessons.entries import Exercise, Finding, Slip
+from workshop.lessons.l09_diagnose import capstone
+from workshop.lessons.l09_diagnose import findings as said
 from workshop.readers import read_timeline
 from workshop.readers.runs import read_metrics, read_run, read_step_times
 

@@ -1,6 +1,6 @@
 """The findings lesson 09 (notebooks/09-diagnose-a-run.ipynb) states, in sentences with their
 numbers: each function takes the lesson's runs (each case's broken run, whose folder is the
-case's) and returns Markdown. The registry (:mod:`workshop.lessons.exercises.diagnosing`) says
+case's) and returns Markdown. The registry (:mod:`workshop.lessons.l09_diagnose.exercises`) says
 which give an answer away.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from workshop.findings.diagnose import diagnose_run, diagnose_text
-from workshop.lessons import capstone
+from workshop.lessons.l09_diagnose import capstone
 from workshop.readers.runs import open_run
 from workshop.readers.timeline import TimelineWarning
 

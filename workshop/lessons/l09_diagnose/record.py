@@ -4,9 +4,9 @@ and fixed diagnosis runs and its rounds of repeats, through the recording harnes
 
 Re-record a case (about 6 minutes on 2 cores, 12 runs)::
 
-    python -m workshop.lessons.capstone_record CASE [--replace]
+    python -m workshop.lessons.l09_diagnose.record CASE [--replace]
 
-The cases themselves (what each one injects) and the grading: :mod:`workshop.lessons.capstone`.
+The cases themselves (what each one injects) and the grading: :mod:`.capstone`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from workshop.launch.harness import (
     stop_on_sigterm,
     under_cpu_lock,
 )
-from workshop.lessons.capstone import CASES, FOLDER, PROBLEMS, REPEATS, CaseSpec
+from workshop.lessons.l09_diagnose.capstone import CASES, FOLDER, PROBLEMS, REPEATS, CaseSpec
 from workshop.paths import data_dir
 
 #: What every run of every case shares: the harness's job (2 ranks, PyTorch, MNIST's offline
@@ -121,7 +121,7 @@ def record_case(case: str, root: Path, *, repeats: int = REPEATS, replace: bool 
         "recorded_at": recorded_at,
         "under_cpu_lock": under_cpu_lock(),
         "runs": runs,
-        "recorder": f"python -m workshop.lessons.capstone_record {case}",
+        "recorder": f"python -m workshop.lessons.l09_diagnose.record {case}",
         **provenance(),
     }
     (folder / "provenance.json").write_text(json.dumps(payload, indent=2) + "\n")

@@ -1,0 +1,8 @@
+"""Lesson 01, Data parallelism vs model parallelism
+(``notebooks/01-data-vs-model-parallelism.ipynb``): its exercises
+and findings in the registry (``exercises``), the prose it states (``findings``).
+"""
+
+from workshop.lazy import exports
+
+__getattr__, __dir__, __all__ = exports(__name__, {}, ("exercises", "findings"))

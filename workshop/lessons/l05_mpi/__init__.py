@@ -1,0 +1,7 @@
+"""Lesson 05, MPI profiling (``notebooks/05-mpi-profiling.ipynb``): its exercises
+and findings in the registry (``exercises``), the prose it states (``findings``).
+"""
+
+from workshop.lazy import exports
+
+__getattr__, __dir__, __all__ = exports(__name__, {}, ("exercises", "findings"))

@@ -1,0 +1,7 @@
+"""Lesson 06, Scaling experiments (``notebooks/06-scaling-experiments.ipynb``): its exercises
+and findings in the registry (``exercises``), the prose it states (``findings``).
+"""
+
+from workshop.lazy import exports
+
+__getattr__, __dir__, __all__ = exports(__name__, {}, ("exercises", "findings"))
