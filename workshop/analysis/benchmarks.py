@@ -15,6 +15,18 @@ import pandas as pd
 from workshop.frames import require_columns, takes_run
 
 
+def ranges_overlap(low, high, other_low, other_high):
+    """Whether two ranges of repeated measurements overlap: then their difference lies within
+    the spread of the repeats (this machine's noise), and neither is measurably ahead. The one
+    rule for "within the noise" (tuning, launching, parallelism, the capstone); works on numbers
+    and, element by element, on pandas Series.
+
+    >>> ranges_overlap(1.0, 2.0, 1.9, 3.0), ranges_overlap(1.0, 2.0, 2.1, 3.0)
+    (True, False)
+    """
+    return (low <= other_high) & (other_low <= high)
+
+
 def round_ratios(runs: pd.DataFrame, by: str, metric: str, baseline) -> pd.Series:
     """Each run's ``metric`` divided by that of the baseline run of its own round.
 

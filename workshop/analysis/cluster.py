@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from workshop.analysis.benchmarks import paired_ratios
 from workshop.frames import require_columns
 from workshop.rules import ring_allreduce_time_s
 
@@ -40,15 +41,24 @@ def allreduce_spread(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def _per_repeat_ratio(sweep: pd.DataFrame, numerator: str, denominator: str) -> pd.DataFrame:
-    wide = sweep.pivot_table(
-        index=["size_mib", "repeat"], columns="config", values="time_s", aggfunc="first"
-    )
+    """Per message size, ``numerator``'s time over ``denominator``'s in the same repeat: the one
+    paired-ratio rule (:func:`workshop.analysis.benchmarks.paired_ratios`, a repeat as its
+    round), with its verdict."""
     for config in (numerator, denominator):
-        if config not in wide:
-            raise ValueError(f"no configuration {config!r} (have: {', '.join(wide.columns)})")
-    ratio = (wide[numerator] / wide[denominator]).dropna().rename("ratio").reset_index()
-    return ratio.groupby("size_mib")["ratio"].agg(
-        ratio_min="min", ratio_median="median", ratio_max="max"
+        if config not in set(sweep["config"]):
+            have = ", ".join(dict.fromkeys(sweep["config"]))
+            raise ValueError(f"no configuration {config!r} (have: {have})")
+    rows = {}
+    both = sweep[sweep["config"].isin([numerator, denominator])].rename(
+        columns={"repeat": "round"}
+    )
+    for size, runs in both.groupby("size_mib"):
+        row = paired_ratios(runs, "config", "time_s", denominator).set_index("config")
+        rows[size] = row.loc[numerator, ["ratio_min", "ratio_median", "ratio_max", "verdict"]]
+    return (
+        pd.DataFrame(rows)
+        .T.rename_axis("size_mib")
+        .astype({"ratio_min": float, "ratio_median": float, "ratio_max": float})
     )
 
 
@@ -63,7 +73,7 @@ def internode_jump(
     """
     require_columns(sweep, _SWEEP, "internode_jump")
     medians = sweep.groupby(["config", "size_mib"])["time_s"].median()
-    out = _per_repeat_ratio(sweep, cross, intra).reset_index()
+    out = _per_repeat_ratio(sweep, cross, intra).reset_index().drop(columns="verdict")
     out.insert(1, "intra_median_s", out["size_mib"].map(medians[intra]))
     out.insert(2, "cross_median_s", out["size_mib"].map(medians[cross]))
     return out
@@ -153,7 +163,7 @@ def hierarchical_effect(
     out = _per_repeat_ratio(sweep, hierarchical, flat).reset_index()
     out.insert(1, "flat_median_s", out["size_mib"].map(medians[flat]))
     out.insert(2, "hier_median_s", out["size_mib"].map(medians[hierarchical]))
-    out["differs"] = (out["ratio_min"] > 1) | (out["ratio_max"] < 1)
+    out["differs"] = out.pop("verdict") != "within the noise"
     return out
 
 

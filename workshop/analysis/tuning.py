@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from workshop.analysis.benchmarks import ranges_overlap
 from workshop.analysis.commodel import allreduce_ops
 from workshop.analysis.mpi import negotiation_signature, routine_table
 from workshop.analysis.timeline import gradient_tensors, step_starts
@@ -223,7 +224,7 @@ def knob_effect(runs: pd.DataFrame, knob: str, metric: str, baseline) -> pd.Data
     base = table[is_base].iloc[0]
     table["spread"] = (table["high"] - table["low"]) / table["median"]
     table["ratio"] = table["median"] / base["median"]
-    table["overlaps"] = (table["low"] <= base["high"]) & (table["high"] >= base["low"])
+    table["overlaps"] = ranges_overlap(table["low"], table["high"], base["low"], base["high"])
     order = np.argsort(~is_base.to_numpy(), kind="stable")
     return table.iloc[order].reset_index(drop=True)
 

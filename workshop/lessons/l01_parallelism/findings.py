@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from workshop.analysis.benchmarks import ranges_overlap
 from workshop.analysis.parallelism import (
     LITERATURE,
     VALUE_BYTES,
@@ -85,7 +86,7 @@ def model_parallel_speed(single: dict, model_parallel: dict, stages: int) -> str
     time between finished steps (:func:`compare_runs`): they measure different things."""
     one, split = _spread(single["events"]), _spread(model_parallel["events"])
     ratio = one[0] / split[0]
-    overlap = split[1] <= one[2] and one[1] <= split[2]
+    overlap = bool(ranges_overlap(split[1], split[2], one[1], one[2]))
     table = compare_runs({"single": single["events"], "split": model_parallel["events"]})
     between = table.set_index("run").step_s
     head = (

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from workshop.analysis import scaling_groups, speedup_table
+from workshop.analysis.benchmarks import ranges_overlap
 from workshop.findings.markdown import markdown_table
 from workshop.readers import read_metrics, read_run, read_sweep
 
@@ -156,8 +157,10 @@ def controller_ranges(spread: pd.DataFrame) -> tuple[float, bool, str]:
     """MPI / Gloo median samples/s, whether the two ranges overlap, and that in words."""
     g, m = spread.loc["gloo"], spread.loc["mpi"]
     ratio = m.median_samples_per_s / g.median_samples_per_s
-    overlap = m.min_samples_per_s <= g.max_samples_per_s and g.min_samples_per_s <= (
-        m.max_samples_per_s
+    overlap = bool(
+        ranges_overlap(
+            m.min_samples_per_s, m.max_samples_per_s, g.min_samples_per_s, g.max_samples_per_s
+        )
     )
     faster, slower = (
         ("MPI", "Gloo") if m.min_samples_per_s > g.max_samples_per_s else ("Gloo", "MPI")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from workshop.analysis.benchmarks import ranges_overlap
 from workshop.findings.diagnose import diagnose_run, diagnose_text
 from workshop.lessons.l09_diagnose import capstone
 from workshop.readers.runs import open_run
@@ -81,7 +82,7 @@ def compute_ratios(*broken) -> str:
 def tick_lateness() -> str:
     late = capstone.tick_lateness()
     healthy, straggler = late.loc["healthy"], late.loc["straggler"]
-    apart = straggler["min"] > healthy["max"]
+    apart = not ranges_overlap(straggler["min"], straggler["max"], healthy["min"], healthy["max"])
     return (
         f"The latest rank's lateness in whole cycles, on the straggler benchmark's runs with the "
         f"response cache off: healthy runs {healthy['min']:.2f} to {healthy['max']:.2f} "
