@@ -55,10 +55,11 @@ import re
 import secrets
 import stat
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from workshop.units import write_json_atomic
 
 ROOM_ENV = "WORKSHOP_ROOM"
 FORMAT = "workshop-room/1"
@@ -196,20 +197,10 @@ def write_json(path: Path, payload: dict) -> None:
         ValueError: the JSON is over :data:`MAX_FILE_BYTES`.
         OSError: the folder cannot be written.
     """
-    text = json.dumps(payload, indent=1, sort_keys=True)
-    if len(text) > MAX_FILE_BYTES:
-        raise ValueError(f"room record {path.name} is {len(text)} bytes, over {MAX_FILE_BYTES}")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            os.fchmod(out.fileno(), 0o640)
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    size = len(json.dumps(payload, indent=1, sort_keys=True))
+    if size > MAX_FILE_BYTES:
+        raise ValueError(f"room record {path.name} is {size} bytes, over {MAX_FILE_BYTES}")
+    write_json_atomic(path, payload, indent=1, sort_keys=True, mode=0o640)
 
 
 def _learner_dir(room: Path) -> tuple[Path, str]:

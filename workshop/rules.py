@@ -20,7 +20,6 @@ cheaply.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
@@ -203,10 +202,9 @@ def write_horovod_env(logs: os.PathLike[str] | str, rank: int) -> None:
         for key, value in sorted(os.environ.items())
         if key.startswith("HOROVOD_") and not any(word in key for word in _NOT_SETTINGS)
     }
-    path = os.path.join(logs, HOROVOD_ENV_FILE.format(rank=rank))
-    with open(path + ".tmp", "w") as handle:
-        json.dump(settings, handle, indent=1)
-    os.replace(path + ".tmp", path)
+    from workshop.units import write_json_atomic
+
+    write_json_atomic(os.path.join(logs, HOROVOD_ENV_FILE.format(rank=rank)), settings)
 
 
 def run_queue_wait_s() -> float | None:

@@ -12,7 +12,10 @@ neither). Standard library only, so every layer may import it.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 _UNITS = ("KiB", "MiB", "GiB", "TiB")
@@ -67,3 +70,36 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def write_json_atomic(
+    path: str | os.PathLike,
+    payload: Any,
+    *,
+    indent: int = 2,
+    sort_keys: bool = False,
+    default: Any = None,
+    mode: int | None = None,
+) -> None:
+    """Write ``payload`` as JSON to ``path`` so that a reader never sees half a file: into a
+    temporary file beside it (flushed to disk), then renamed over it (:func:`os.replace`); a
+    crash leaves the old file whole and no temporary file behind. The one atomic JSON write
+    of the workshop (run.json, a sweep's manifest, the room's records, a rank's settings, ...).
+
+    Args:
+        mode: the file's permissions (e.g. ``0o640``); None: the process's default.
+    """
+    path = Path(path)
+    text = json.dumps(payload, indent=indent, sort_keys=sort_keys, default=default) + "\n"
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

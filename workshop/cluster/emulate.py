@@ -37,6 +37,7 @@ from workshop.cluster.spec import (
     ClusterSpec,
     Node,
 )
+from workshop.units import write_json_atomic
 
 STATE_DIR = Path(os.environ.get("WORKSHOP_CLUSTER_DIR", "/run/workshop-cluster"))
 NETNS_ETC = Path("/etc/netns")
@@ -103,10 +104,7 @@ def read_state(state_dir: Path = STATE_DIR) -> dict | None:
 
 
 def _save(state: dict, state_dir: Path) -> None:
-    path = state_path(state_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    tmp.replace(path)
+    write_json_atomic(state_path(state_dir), state)
 
 
 def _will_make(state: dict, state_dir: Path, kind: str, name: str, **extra) -> None:

@@ -39,6 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from workshop.rules import MAX_FOREIGN_CORES  # 0.05 cores (why: the module docstring)
+from workshop.units import write_json_atomic
 
 
 def max_foreign_cores() -> float:
@@ -298,9 +299,7 @@ def add_record(run_dir: Path, record: dict) -> None:
     path = Path(run_dir) / "run.json"
     data = json.loads(path.read_text())
     data["recording"] = record
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    write_json_atomic(path, data)
 
 
 def describe(load: ForeignLoad, max_cores: float, **fields) -> dict:

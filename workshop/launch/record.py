@@ -20,6 +20,7 @@ from pathlib import Path
 from workshop.analysis.failure import attribute
 from workshop.findings.failure import failure_lines
 from workshop.readers.exits import oom_in_log, oom_kill_count, rank_ends_in
+from workshop.units import write_json_atomic
 
 # run.json's "env": an allowlist of what changes how a run behaves (learners hand run.json in
 # and commit it, so nothing else from their environment goes there), and never a secret.
@@ -116,10 +117,9 @@ def provenance() -> dict:
 
 
 def write_json(path: Path, payload: dict) -> None:
-    """Write JSON atomically (a reader never sees half a file)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    """Write JSON atomically (a reader never sees half a file): :func:`workshop.units.
+    write_json_atomic`, with anything JSON has no type for as its text."""
+    write_json_atomic(path, payload, default=str)
 
 
 def rank_statuses(run_dir: Path, np: int) -> dict[int, str]:

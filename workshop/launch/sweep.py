@@ -46,6 +46,7 @@ import pandas as pd
 
 from workshop.launch.run import RunConfig, RunError, RunInterrupted, run_one
 from workshop.runspec import GRID_LABELS
+from workshop.units import write_json_atomic
 
 
 def _label(key: str, value) -> str:
@@ -141,9 +142,7 @@ def finished_runs(sweep_dir: Path) -> list[tuple[str, dict]]:
 
 def _write_manifest(path: Path, manifest: dict) -> None:
     manifest["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(path)
+    write_json_atomic(path, manifest)
 
 
 def run_sweep(
