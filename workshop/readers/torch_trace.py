@@ -29,11 +29,12 @@ annotations, are the collectives' work.
 
 The NCCL names come from torch's source, not from a trace recorded here (the machine has no
 GPU); the Gloo ones from traces recorded with tests/check_scripts/ddp_profiled.py. The
-standard ``json`` module reads the whole file: a 3-step trace of that script is 0.28 MB per
-rank (756 events, ~370 bytes each), loaded by ``json`` in 3 ms and read into the tables in
-26 ms (median of 7, shared 2-core VM, load 2.1); the Python loop over the events, not
-``json``, takes the time, so a trace of a few hundred thousand events (~100 MB) takes some
-seconds: profile a few steps, not an epoch.
+standard ``json`` module reads the whole file. Measured on the shared 2-core VM (load 2-3): a
+3-step trace of that script, 0.28 MB per rank (756 events, ~370 bytes each), is loaded by
+``json`` in 3 ms and read into the tables in 26 ms; a 100-step one, 9.3 MB (24,715 events),
+in 0.35 s and 1.3 s (:func:`~workshop.analysis.torch_trace.step_breakdown` 0.3 s more), at
+188 MB peak RSS for the whole process. The Python loop over the events takes the time: a
+100 MB trace would take some 15 s and 2 GB: profile a few steps, not an epoch.
 """
 
 from __future__ import annotations
