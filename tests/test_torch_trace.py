@@ -226,6 +226,7 @@ def test_which_rank_the_others_wait_for():
         "rank": 1,
         "steps_last": 2,
         "steps": 3,
+        "by_chance": 1.5,  # 3 steps / 2 ranks
         "median_lag_us": 12 * MS,
     }  # median(10, 14)
     # one rank: nobody to wait for
@@ -242,8 +243,8 @@ def test_summary_and_findings():
     assert summary["waited_for"]["rank"] == 1
     text = "\n".join(torch_trace_findings(summary))
     assert (
-        "The others wait for rank 1: its backward pass ends last in 2 of 3 steps, by 12.0 ms"
-        in text
+        "The others wait for rank 1: its backward pass ends last in 2 of 3 steps (by chance "
+        "alone, with no rank slower, each would be last in 1.5), by 12.0 ms" in text
     )
     assert (
         "2 bucket allreduce(s) per step, 600 B; 33.0 ms with at least one running (40.0 ms" in text

@@ -214,8 +214,10 @@ def waited_for(breakdown: pd.DataFrame) -> pd.DataFrame:
 
 def slowest_rank(waits: pd.DataFrame) -> dict | None:
     """The rank last in most steps of :func:`waited_for` (ties: the lower rank), with
-    ``steps_last`` (in how many), ``steps`` (of how many) and ``median_lag_us`` (median of its
-    ``lag_us`` over the steps it was last); None without steps."""
+    ``steps_last`` (in how many), ``steps`` (of how many), ``by_chance`` (how many steps each
+    rank would be last in if none were slower: ``steps / ranks``, to read ``steps_last``
+    against) and ``median_lag_us`` (median of its ``lag_us`` over the steps it was last);
+    None without steps."""
     if waits.empty:
         return None
     counts = waits["last_rank"].value_counts()
@@ -225,6 +227,7 @@ def slowest_rank(waits: pd.DataFrame) -> dict | None:
         "rank": rank,
         "steps_last": len(mine),
         "steps": len(waits),
+        "by_chance": len(waits) / int(waits["ranks"].max()),
         "median_lag_us": float(mine["lag_us"].median()),
     }
 

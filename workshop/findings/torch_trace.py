@@ -65,8 +65,10 @@ def torch_trace_findings(summary: dict) -> list[str]:
     if who is not None:
         lines.append(
             f"The others wait for rank {who['rank']}: its backward pass ends last in "
-            f"{who['steps_last']} of {who['steps']} steps, by {_ms(who['median_lag_us'])} "
-            "(median; measured against the end of each step's last allreduce, which every "
-            "rank reaches together, so the ranks' clocks need not agree)."
+            f"{who['steps_last']} of {who['steps']} steps (by chance alone, with no rank "
+            f"slower, each would be last in {who['by_chance']:g}), by "
+            f"{_ms(who['median_lag_us'])} (median; measured against the end of each step's "
+            "last allreduce, which every rank reaches together, so the ranks' clocks need not "
+            "agree)."
         )
     return lines
