@@ -68,7 +68,9 @@ def test_rank_environment(monkeypatch):
     assert "OMPI_ALLOW_RUN_AS_ROOT" not in horovodrun.rank_environment()
 
 
-@pytest.mark.parametrize("module", ["launch/run.py", "lessons/scripts.py", "check/launch.py"])
+@pytest.mark.parametrize(
+    "module", ["launch/run.py", "lessons/l02_first_program/scripts.py", "check/launch.py"]
+)
 def test_every_launcher_starts_ranks_through_the_helper(module):
     # No caller writes horovodrun's host list (a "-H" in a command list) or sets the ranks'
     # variables (as keys of a dict) itself any more.
