@@ -30,7 +30,7 @@ def test_there_are_at_least_three_cases_with_different_problems():
     problems = [spec.problem for spec in capstone.CASES.values()]
     assert len(problems) >= 3 and len(set(problems)) == len(problems), problems
     # every case's problem is on the menu with a fix that is on the menu too; two are decoys
-    assert all(capstone.PROBLEMS[p].fix in capstone.FIXES for p in capstone.PROBLEMS)
+    assert all(capstone.PROBLEMS[p].fix in capstone.MENU_FIXES for p in capstone.PROBLEMS)
     assert set(capstone.PROBLEMS) - set(problems), "the menu offers problems no case has"
 
 

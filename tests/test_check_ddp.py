@@ -13,7 +13,7 @@ import pytest
 from workshop import check
 from workshop.check.ddp_failures import explain_ddp_error, mismatched_collective
 from workshop.check.launchers import TAKES, script_launcher
-from workshop.check.verdicts import FIXES, style_of
+from workshop.check.verdicts import PRACTICE_FIXES, style_of
 
 SCRIPTS = Path(__file__).parent / "check_scripts"
 
@@ -30,9 +30,9 @@ def test_the_launcher_is_chosen_from_the_scripts_imports():
 def test_a_ddp_script_gets_its_fixes_in_ddps_api():
     ranks = [{"init": {"framework": "ddp"}, "horovod_imported": ["ddp"]}]
     assert style_of(ranks) == "ddp"
-    assert "init_process_group" in FIXES["init"]["ddp"]
-    assert "set_epoch" in FIXES["sharded"]["ddp"]
-    assert "hvd." not in " ".join(fixes["ddp"] for fixes in FIXES.values())
+    assert "init_process_group" in PRACTICE_FIXES["init"]["ddp"]
+    assert "set_epoch" in PRACTICE_FIXES["sharded"]["ddp"]
+    assert "hvd." not in " ".join(fixes["ddp"] for fixes in PRACTICE_FIXES.values())
 
 
 def test_ddps_own_errors_are_explained_with_their_line_and_fix():
@@ -124,7 +124,7 @@ def test_live_ddp_without_set_epoch_warns_with_ddps_fix(checked, cpu_lock):
     sharded = report.checks["sharded"]
     assert report.exit_code == 0 and sharded.ok is None, report
     assert "set_epoch" in sharded.evidence
-    assert sharded.fix == FIXES["sharded"]["ddp"]
+    assert sharded.fix == PRACTICE_FIXES["sharded"]["ddp"]
 
 
 @pytest.mark.live

@@ -82,7 +82,7 @@ def test_equal_shards_are_not_called_unequal_near_misses():
 @pytest.mark.parametrize("style", verdicts.STYLES)
 def test_every_practice_has_a_fix_in_each_style(style):
     for name in verdicts.CHECK_NAMES:
-        assert verdicts.FIXES[name][style]
+        assert verdicts.PRACTICE_FIXES[name][style]
     assert verdicts.EQUAL_STEPS_FIX[style]
 
 
@@ -92,12 +92,12 @@ def test_judge_gives_every_fail_and_warn_the_fix_of_the_scripts_own_api():
     torch_ranks = [bare, bare | {"env_rank": 1}]
     checks = verdicts.judge(torch_ranks)
     assert all(c.fix for c in checks.values() if c.ok is not True)
-    assert checks["init"].fix == verdicts.FIXES["init"]["torch"]
+    assert checks["init"].fix == verdicts.PRACTICE_FIXES["init"]["torch"]
     keras = [dict(r, apis=["keras_fit"], horovod_imported=["tensorflow"]) for r in torch_ranks]
-    assert verdicts.judge(keras)["broadcast"].fix == verdicts.FIXES["broadcast"]["keras"]
-    assert "BroadcastGlobalVariablesCallback" in verdicts.FIXES["broadcast"]["keras"]
+    assert verdicts.judge(keras)["broadcast"].fix == verdicts.PRACTICE_FIXES["broadcast"]["keras"]
+    assert "BroadcastGlobalVariablesCallback" in verdicts.PRACTICE_FIXES["broadcast"]["keras"]
     tape = [dict(r, horovod_imported=["tensorflow"]) for r in torch_ranks]
-    assert verdicts.judge(tape)["averaged"].fix == verdicts.FIXES["averaged"]["tf"]
+    assert verdicts.judge(tape)["averaged"].fix == verdicts.PRACTICE_FIXES["averaged"]["tf"]
     assert verdicts.style_of(tape) == "tf" and verdicts.style_of(torch_ranks) == "torch"
     # An OK carries no fix.
     assert verdicts.with_fix(verdicts.Check(True, "fine"), "init", "torch").fix == ""

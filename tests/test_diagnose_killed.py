@@ -220,6 +220,9 @@ def test_diagnose_of_a_rank_that_raised_still_sends_to_its_log():
     result = diagnose(_record(failed_ranks=[1], failure=None), *NO_NUMBERS)
     top = result["findings"][0]
     assert top["evidence"] == "run.json: status failed: the run failed; failed rank(s) 1"
+    # which rank started it is analysis.failure.attribute's alone: without its answer, none
+    # is named (the first of the failed ranks was a second rule)
+    assert top["rank"] is None
     assert "logs/rank.N.log" in top["fix"] and "SIGKILL" not in top["fix"]
 
 

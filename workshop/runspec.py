@@ -43,6 +43,21 @@ FRAMEWORK_PROGRAMS = {
     "tensorflow": "workshop.train.tf_train",
 }
 FRAMEWORKS = tuple(FRAMEWORK_PROGRAMS)
+#: The API style each framework's fixes are written in (``workshop check``'s and a crash's
+#: fixes: :data:`workshop.check.fixes.STYLES` adds ``keras`` and ``ddp``, which a run's
+#: framework alone does not tell).
+FRAMEWORK_STYLES = {"torch": "torch", "tensorflow": "tf", "ddp": "ddp"}
+
+
+def style_of_framework(framework: str | None) -> str:
+    """The fixes' API style of ``framework`` (``torch`` when unknown).
+
+    >>> style_of_framework("tensorflow"), style_of_framework(None)
+    ('tf', 'torch')
+    """
+    return FRAMEWORK_STYLES.get(framework or "", "torch")
+
+
 #: Horovod's controllers (horovodrun ``--gloo`` / ``--mpi``).
 CONTROLLERS = ("gloo", "mpi")
 DATASETS = ("mnist", "cifar10", "materials")

@@ -46,30 +46,17 @@ bit (Horovod's averaged gradients are bitwise equal on every rank: 40 steps of a
 Adam, PyTorch and TensorFlow, Gloo, np=2, were).
 """
 
-from workshop.check.evidence import CHECK_NAMES, Check
+from workshop.lazy import exports
 
-# The launcher's names and the verdicts are imported on first use: every rank of a check
-# imports workshop.check.runner, which must load nothing the learner's script does not (the
-# launcher brings workshop.launch and pandas: 0.25 CPU-s a rank).
-LAUNCH_NAMES = ("CheckError", "check_script")
-__all__ = ["CHECK_NAMES", "Check", "CheckError", "Report", "check_script", "judge"]
-
-
-def __getattr__(name: str):
-    if name in LAUNCH_NAMES:
-        from workshop.check import launch
-
-        return getattr(launch, name)
-    if name == "Report":
-        from workshop.check.report import Report
-
-        return Report
-    if name == "judge":
-        from workshop.check.verdicts import judge
-
-        return judge
-    raise AttributeError(f"module 'workshop.check' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# Every name is imported on first use: every rank of a check imports workshop.check.runner,
+# which must load nothing the learner's script does not (the launcher brings workshop.launch
+# and pandas: 0.25 CPU-s a rank).
+__getattr__, __dir__, __all__ = exports(
+    __name__,
+    {
+        "evidence": ["CHECK_NAMES", "Check"],
+        "launch": ["CheckError", "check_script"],
+        "report": ["Report"],
+        "verdicts": ["judge"],
+    },
+)

@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from workshop.check.evidence import Check
+from workshop.runspec import style_of_framework
 
 #: How a script trains, for the fix to name its own API: PyTorch with Horovod, a TensorFlow 2
 #: custom loop (GradientTape), tf-keras ``Model.fit``, or PyTorch DDP.
 STYLES = ("torch", "tf", "keras", "ddp")
 
 #: The fix of each practice, in each style's own code.
-FIXES = {
+PRACTICE_FIXES = {
     "init": {
         "torch": "import horovod.torch as hvd; hvd.init() first thing in main(), on every rank",
         "tf": "import horovod.tensorflow as hvd; hvd.init() first thing, on every rank",
@@ -136,11 +137,11 @@ def style_of(ranks: list[dict], framework: str | None = None) -> str:
         )
         or next((f for r in ranks for f in r.get("horovod_imported") or []), None)
     )
-    return {"tensorflow": "tf", "ddp": "ddp"}.get(seen or "", "torch")
+    return style_of_framework(seen)
 
 
 def with_fix(check: Check, name: str, style: str) -> Check:
     """``check`` with its practice's fix for ``style`` when it is a FAIL or WARN without one."""
     if check.ok is True or check.fix:
         return check
-    return replace(check, fix=FIXES[name][style])
+    return replace(check, fix=PRACTICE_FIXES[name][style])

@@ -233,9 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     clock = None
     if options.run_dir:
         from workshop.check.stepclock import attach
+        from workshop.rules import write_horovod_env
 
         recorder.local_gradients = False  # timed steps: no projections inside them
         clock = attach(recorder)
+        # the Horovod settings of this rank's environment, which workshop diagnose reads
+        (options.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        write_horovod_env(options.run_dir / "logs", rank)
     AfterImport(observation_hooks(recorder)).install()
     _write_when_stopped(recorder)
     if not options.probe:

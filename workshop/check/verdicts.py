@@ -13,7 +13,7 @@ one place the rest of the package imports from.
 from __future__ import annotations
 
 from workshop.check.evidence import CHECK_NAMES, Check, ranks_text
-from workshop.check.fixes import EQUAL_STEPS_FIX, FIXES, STYLES, style_of, with_fix
+from workshop.check.fixes import EQUAL_STEPS_FIX, PRACTICE_FIXES, STYLES, style_of, with_fix
 from workshop.check.practices.averaged import check_averaged
 from workshop.check.practices.broadcast import check_broadcast
 from workshop.check.practices.checkpoint import check_rank0_checkpoint
@@ -26,7 +26,7 @@ from workshop.check.steps import join_cover, paired_steps, split_epochs, unequal
 __all__ = [
     "CHECK_NAMES",
     "EQUAL_STEPS_FIX",
-    "FIXES",
+    "PRACTICE_FIXES",
     "STYLES",
     "Check",
     "check_averaged",
@@ -53,7 +53,7 @@ def judge(
     framework: str | None = None,
 ) -> dict[str, Check]:
     """Every practice's verdict, in :data:`CHECK_NAMES` order; each FAIL and WARN carries its
-    fix in the script's own API (:data:`FIXES`, :func:`style_of`)."""
+    fix in the script's own API (:data:`PRACTICE_FIXES`, :func:`style_of`)."""
     ranks = sorted(ranks, key=lambda r: r["env_rank"])
     style = style_of(ranks, framework)
     checks = {

@@ -36,6 +36,8 @@ import json
 import sys
 from pathlib import Path
 
+from workshop.runspec import FRAMEWORKS
+
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -43,7 +45,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--framework",
-        choices=("torch", "tensorflow"),
+        choices=FRAMEWORKS,
         help="require this framework's hvd.init() (default: the one used)",
     )
     parser.add_argument(

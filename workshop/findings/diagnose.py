@@ -22,14 +22,15 @@ from workshop.analysis.diagnose.costs import step_ms
 from workshop.analysis.diagnose.verdict import calibrate, costs, judge
 from workshop.analysis.failure import attribute
 from workshop.findings.failure import failure_fix, failure_lines
-from workshop.findings.problems import FIXES, MISSING_HOW, TITLES
+from workshop.findings.problems import MISSING_HOW, PROBLEM_FIXES, TITLES
+from workshop.runspec import style_of_framework
 
 if TYPE_CHECKING:
     from workshop.readers.runs import Run
     from workshop.readers.timeline import Timeline
 
 __all__ = [
-    "FIXES",
+    "PROBLEM_FIXES",
     "TITLES",
     "diagnose",
     "diagnose_lines",
@@ -133,8 +134,8 @@ def _crash_finding(record: dict) -> dict | None:
     which = f"; failed rank(s) {', '.join(map(str, failed))}" if failed else ""
     signal = f" by {record['signal']}" if record.get("signal") else ""
     found = record.get("failure") if status == "failed" else None
-    style = "torch" if (record.get("config") or {}).get("framework", "torch") == "torch" else "tf"
-    fix = FIXES["crashed"]
+    style = style_of_framework((record.get("config") or {}).get("framework"))
+    fix = PROBLEM_FIXES["crashed"]
     if status == "interrupted":
         text = f"the run was interrupted{signal} before it finished"
     elif status == "stale":
@@ -154,7 +155,8 @@ def _crash_finding(record: dict) -> dict | None:
     if status == "failed" and record.get("launcher_problem"):
         cause, _, fix = record["launcher_problem"].partition(". Fix: ")
         text += f"; {cause}"
-    first = found["cause"]["rank"] if found else failed[0] if failed else None
+    # the rank that started it is analysis.failure.attribute's answer, or none is named
+    first = found["cause"]["rank"] if found else None
     return {
         "problem": "crashed",
         "measure": "status",
@@ -211,7 +213,7 @@ def diagnose(
                 "share": row["share"],
                 "rank": row["rank"],
                 "evidence": row["evidence"],
-                "fix": FIXES[problem],
+                "fix": PROBLEM_FIXES[problem],
             }
         )
     notes = []

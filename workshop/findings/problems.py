@@ -1,5 +1,5 @@
 """The problems ``workshop diagnose`` knows, in words: each one's title (:data:`TITLES`), fix
-(:data:`FIXES`) and how to record the evidence its cost needs (:data:`MISSING_HOW`).
+(:data:`PROBLEM_FIXES`) and how to record the evidence its cost needs (:data:`MISSING_HOW`).
 """
 
 #: Each problem in a few words, for "most likely: ...".
@@ -16,8 +16,8 @@ TITLES = {
 }
 
 
-#: The fix of each problem.
-FIXES = {
+#: The fix of each problem ``workshop diagnose`` knows.
+PROBLEM_FIXES = {
     "crashed": "read the failed rank's log (logs/rank.N.log) for its error; an interrupted run "
     "was stopped from outside (Ctrl-C, a walltime, a closed terminal): run it again",
     "oversubscribed": "run at most one thread per core: fewer ranks per host (-np, or spread "

@@ -20,6 +20,7 @@ from pathlib import Path
 from workshop.analysis.failure import attribute
 from workshop.findings.failure import failure_lines
 from workshop.readers.exits import oom_in_log, oom_kill_count, rank_ends_in
+from workshop.runspec import style_of_framework
 from workshop.units import write_json_atomic
 
 # run.json's "env": an allowlist of what changes how a run behaves (learners hand run.json in
@@ -193,7 +194,7 @@ def failure_message(
     if found is None:
         lines.append(f"  no rank reported a failure; see {logs / 'launcher.log'}")
         return "\n".join(lines)
-    style = "torch" if framework == "torch" else "tf"
+    style = style_of_framework(framework)
     said = failure_lines(found, logs=logs, style=style, oom_kills=oom_kills, oom_in_log=oom_in_log)
     return "\n".join(lines + [f"  {line}" for line in said])
 

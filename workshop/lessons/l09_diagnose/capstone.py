@@ -51,7 +51,7 @@ class Problem:
 
     title: str
     evidence: str
-    fix: str  # the key of FIXES that cures it
+    fix: str  # the key of MENU_FIXES that cures it
 
 
 #: The diagnoses offered, by letter (the notebook lists them in this order); two of them
@@ -91,7 +91,7 @@ PROBLEMS: dict[str, Problem] = {
     ),
 }
 #: The fixes offered, by letter.
-FIXES: dict[str, str] = {
+MENU_FIXES: dict[str, str] = {
     "a": "scale the learning rate with the global batch (--lr-scaling linear)",
     "b": "one compute thread per core: threads per rank = cores / ranks on the node",
     "c": "set the cycle time back to Horovod's default (HOROVOD_CYCLE_TIME=1, in ms)",
@@ -161,7 +161,7 @@ def menu() -> tuple[pd.DataFrame, pd.DataFrame]:
             "healthy runs: min / median / max",
         ],
     ).set_index("problem")
-    fixes = pd.DataFrame(list(FIXES.items()), columns=["fix", "what to change"])
+    fixes = pd.DataFrame(list(MENU_FIXES.items()), columns=["fix", "what to change"])
     return problems, fixes.set_index("fix")
 
 

@@ -102,7 +102,7 @@ def _wrong_fixes(case: str) -> tuple[Slip, ...]:
             lambda b, fix=fix: (key(b)[0], key(b)[1], fix),
             WRONG_FIX_HINT,
         )
-        for fix in capstone.FIXES
+        for fix in capstone.MENU_FIXES
         if fix != right
     )
 

@@ -187,7 +187,7 @@ def summary(*broken) -> str:
         problem = capstone.PROBLEMS[key.problem]
         lines.append(
             f"- {case.name}: {problem.title}; evidence {key.evidence:.3g} ({problem.evidence}); "
-            f"fix: {capstone.FIXES[key.fix]}."
+            f"fix: {capstone.MENU_FIXES[key.fix]}."
         )
     return "\n".join(lines)
 
