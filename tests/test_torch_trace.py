@@ -26,6 +26,7 @@ from workshop.analysis.torch_trace import (
 )
 from workshop.cli import main
 from workshop.findings.torch_trace import torch_trace_findings
+from workshop.paths import data_path
 from workshop.readers.torch_trace import (
     TorchTraceError,
     parse_torch_trace,
@@ -335,3 +336,32 @@ def summary_matches_events(traces, steps: int, param_bytes: int) -> None:
             assert row.bucket_bytes == sum(events["bytes"]) == param_bytes
             assert 0 <= row.overlap_us <= row.comm_busy_us <= row.comm_us + 0.01
             assert row.compute_us + row.idle_us <= row.step_us + 0.01
+
+
+# -- the recordings in data/ddp-traces/ --------------------------------------------------------
+RECORDED = ("ddp-mlp-gloo-np2", "ddp-mlp-gloo-np2-slow-rank1")
+# tests/check_scripts/ddp_profiled.py's MLP: 256*512 + 512, 512*256 + 256, 256*10 + 10 float32
+MLP_BYTES = 4 * (256 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10)  # 1,061,928 B
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_a_recorded_trace_summary_adds_up_to_its_own_events(name):
+    folder = data_path("ddp-traces", name)
+    record = json.loads((folder / "recording.json").read_text())
+    assert record["recording"]["quiet"] and record["recording"]["foreign_cores"] <= 0.05
+    assert record["command"].endswith(f"data/ddp-traces/{name}" + (
+        " --slow-rank 1 --slow-ms 40" if name.endswith("slow-rank1") else ""))  # fmt: skip
+    traces = read_torch_traces([folder])  # recording.json is passed over
+    assert [t.rank for t in traces] == [0, 1]
+    summary_matches_events(traces, 3, MLP_BYTES)
+
+
+def test_the_recorded_slow_rank_is_the_one_the_others_wait_for():
+    # rank 1 sleeps 40 ms before each backward pass: rank 0 waits about that long for it,
+    # more than half of it in every step; in the healthy recording no rank waits half as long
+    slow = read_torch_traces([data_path("ddp-traces", RECORDED[1])])
+    waits = waited_for(step_breakdown(slow))
+    assert waits["last_rank"].tolist() == [1, 1, 1]
+    assert (waits["lag_us"] > 20 * MS).all()
+    healthy = read_torch_traces([data_path("ddp-traces", RECORDED[0])])
+    assert (waited_for(step_breakdown(healthy))["lag_us"] < 20 * MS).all()
