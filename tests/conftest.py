@@ -97,6 +97,7 @@ SAME_WORKER_MODULES = {
     "test_parallelism.py",
     "test_profiler.py",
     "test_repo2docker.py",
+    "test_torch_trace_live.py",
 }
 # The modules that bring up the emulated cluster (one at a time: its namespaces have fixed names)
 CLUSTER_MODULES = {"test_cluster_live.py", "test_cluster_slurm.py", "test_jobscript_slurm_live.py"}
