@@ -141,6 +141,7 @@ def test_the_reader_reads_nccl_names_and_sizes():
     assert comms.at["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kind"] == "work"
     assert comms.at["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "collective"] == "all_reduce"
     assert comms.at["nccl:all_reduce", "step"] is pd.NA
+    assert set(comms["collective"]) == {"all_reduce"}  # gloo:, c10d::, nccl:, kernel, record
     # with the kernel in the trace, the CPU's nccl:* annotation only launched it; without the
     # kernel (a CPU-only profile of a NCCL run) it is the work: the near miss
     assert comms.at["nccl:all_reduce", "kind"] == "call"

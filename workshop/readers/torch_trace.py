@@ -324,12 +324,13 @@ def _comm_kind(name: str, cat: str) -> str | None:
 
 
 def _collective(name: str, event: dict) -> str:
-    """``gloo:all_reduce`` -> all_reduce; ``c10d::allreduce_`` -> all_reduce; a NCCL kernel
-    ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` -> all_reduce."""
+    """The collective's name, one spelling for all: ``gloo:all_reduce``, ``nccl:all_reduce``,
+    ``c10d::allreduce_``, ``record_param_comms`` with ``Collective name: allreduce`` and a
+    NCCL kernel ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` are all ``all_reduce``."""
     args = event.get("args") or {}
     raw = str(args.get("Collective name") or name)
-    raw = raw.split("::")[-1].split(":")[-1].removeprefix("ncclDevKernel_")
-    raw = raw.removeprefix("ncclKernel_").split("_")[0] if "nccl" in name.lower() else raw
+    kernel = re.match(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", raw)
+    raw = kernel[1] if kernel else raw.split("::")[-1].split(":")[-1]
     word = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", raw).lower().strip("_")
     return {"allreduce": "all_reduce", "allgather": "all_gather"}.get(word, word)
 
