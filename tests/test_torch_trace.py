@@ -210,6 +210,19 @@ def test_python_frames_are_not_compute():
     assert (row["compute_us"], row["idle_us"]) == (57 * MS, 39 * MS)
 
 
+def test_a_step_without_backward_or_buckets():
+    # an evaluation step: forward 5..20 only; nothing to overlap, no allreduce to wait for
+    events = [_x("ProfilerStep#7", 0, 50, cat="user_annotation"), _x("aten::mm", 5, 20)]
+    traces = parse_torch_trace({"traceEvents": events})
+    row = step_breakdown(traces).iloc[0]
+    assert (row["compute_us"], row["idle_us"], row["backward_us"]) == (15 * MS, 35 * MS, 0)
+    assert (row["buckets"], row["bucket_bytes"], row["comm_us"]) == (0, 0, 0)
+    assert row["after_backward_us"] is pd.NA
+    text = "\n".join(torch_trace_findings(trace_summary(traces)))
+    assert "0 bucket allreduce(s) per step" in text and "no communication" in text
+    assert "no allreduce to end after the backward pass" in text
+
+
 def test_a_late_gradient_hides_more_communication():
     # near miss of the row above: the last hook ends at 80, not 70: the backward spans 30..80,
     # overlap 55..80 = 25 ms, exposed 33 - 25 = 8, after 88 - 80 = 8

@@ -126,13 +126,11 @@ def step_breakdown(traces: TorchTrace | Sequence[TorchTrace]) -> pd.DataFrame:
             ]
             work_spans = _spans(work)
             reduces = work[work["collective"] == "all_reduce"]
-            has_backward = step.step in backward.index
-            bw = (backward.at[step.step, "start_us"], backward.at[step.step, "end_us"]) if (
-                has_backward) else None  # fmt: skip
+            bw = None  # the backward span, when the step has one
+            if step.step in backward.index:
+                bw = (backward.at[step.step, "start_us"], backward.at[step.step, "end_us"])
             overlap = intersect_us(work_spans, [bw]) if bw else 0.0
-            after = (
-                reduces["end_us"].max() - bw[1] if bw and not reduces.empty else pd.NA
-            )  # fmt: skip
+            after = reduces["end_us"].max() - bw[1] if bw and not reduces.empty else pd.NA
             nbytes = reduces["bytes"]
             rows.append(
                 {
