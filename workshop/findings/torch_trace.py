@@ -36,7 +36,7 @@ def torch_trace_findings(summary: dict) -> list[str]:
         f"{len(ranks)} trace(s), rank(s) {', '.join(map(str, ranks))}"
         + (f" of {world}" if world else "")
         + f", backend {summary['backend'] or 'none'}; profiled steps {steps[0]} to {steps[-1]} "
-        f"({len(steps)} steps)."
+        f"({len(steps)} step{'' if len(steps) == 1 else 's'})."
     ]
     if world and len(ranks) < world:
         lines.append(
