@@ -17,10 +17,10 @@ import pytest
 from workshop.analysis.torch_trace import (
     covered_us,
     intersect_us,
-    lanes,
     merge,
     slowest_rank,
     step_breakdown,
+    trace_lanes,
     trace_summary,
     waited_for,
 )
@@ -277,7 +277,7 @@ def test_summary_and_findings():
 def test_the_lane_plot_draws_each_interval_in_its_lane():
     from workshop.plot.torch_trace import plot_torch_trace
 
-    table = lanes([parse_torch_trace(RANK0), parse_torch_trace(RANK1)])
+    table = trace_lanes([parse_torch_trace(RANK0), parse_torch_trace(RANK1)])
     # per rank and step: compute [5,20] [30,52] [54,60] [62,66] [68,70] [90,98] (the c10d
     # calls cut out), 1 backward span, 2 allreduces
     counts = table.groupby(["rank", "lane"]).size()

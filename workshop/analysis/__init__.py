@@ -98,6 +98,13 @@ __getattr__, __dir__, __all__ = exports(
             "stragglers",
             "timeline_summary",
         ],
+        "torch_trace": [
+            "trace_lanes",
+            "slowest_rank",
+            "step_breakdown",
+            "trace_summary",
+            "waited_for",
+        ],
         "tuning": [
             "autotune_summary",
             "comm_table",
@@ -119,6 +126,7 @@ __getattr__, __dir__, __all__ = exports(
         "rounds",
         "scaling",
         "timeline",
+        "torch_trace",
         "tuning",
     ),
 )

@@ -283,7 +283,7 @@ def _subtract(xs: list[Interval], cuts: list[Interval]) -> list[Interval]:
     return out
 
 
-def lanes(traces: TorchTrace | Sequence[TorchTrace]) -> pd.DataFrame:
+def trace_lanes(traces: TorchTrace | Sequence[TorchTrace]) -> pd.DataFrame:
     """The intervals a lane plot draws: one row per interval, ``rank``, ``lane``
     (``compute``: the training thread inside an op, outside the ``c10d::*`` calls;
     ``backward``: a step's backward span; ``communication``: a collective's work;

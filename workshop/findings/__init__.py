@@ -24,5 +24,8 @@ __getattr__, __dir__, __all__ = exports(
         "timeline": [
             "timeline_findings",
         ],
+        "torch_trace": [
+            "torch_trace_findings",
+        ],
     },
 )

@@ -47,6 +47,9 @@ __getattr__, __dir__, __all__ = exports(
             "plot_timeline_gantt",
             "plot_two_threads",
         ],
+        "torch_trace": [
+            "plot_torch_trace",
+        ],
         "tuning": [
             "plot_autotune",
             "plot_autotune_progress",
@@ -60,6 +63,7 @@ __getattr__, __dir__, __all__ = exports(
         "parallelism",
         "scaling",
         "timeline",
+        "torch_trace",
         "tuning",
     ),
 )

@@ -1,6 +1,6 @@
 """A DDP run's torch.profiler traces as lanes, like a Horovod timeline's picture: per rank,
 the training thread's ops (compute), the backward pass and the buckets' allreduces
-(communication). Draws :func:`workshop.analysis.torch_trace.lanes`; no analysis here."""
+(communication). Draws :func:`workshop.analysis.torch_trace.trace_lanes`; no analysis here."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def plot_torch_trace(lanes: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     translucent, so a darker bar is two at a time; a grey line marks each step's start.
 
     Args:
-        lanes: :func:`workshop.analysis.torch_trace.lanes` (``rank``, ``lane``, ``start_ms``,
+        lanes: :func:`workshop.analysis.torch_trace.trace_lanes` (``rank``, ``lane``, ``start_ms``,
             ``end_ms``).
         ax: where to draw.
 

@@ -21,6 +21,7 @@ MODULES = (
     "runs",
     "sweep",
     "timeline",
+    "torch_trace",
     "tracebacks",
 )
 NAMES = {
@@ -71,6 +72,13 @@ NAMES = {
         "parse_timeline",
         "read_timeline",
         "write_timeline",
+    ],
+    "torch_trace": [
+        "TorchTrace",
+        "TorchTraceError",
+        "parse_torch_trace",
+        "read_torch_trace",
+        "read_torch_traces",
     ],
     "tracebacks": ["fold", "last_frame", "log_error", "script_frame", "where"],
 }
