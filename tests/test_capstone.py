@@ -13,7 +13,7 @@ import pytest
 from workshop.analysis.benchmarks import RUN_MEASURES, steady_samples_per_s
 from workshop.findings.diagnose import diagnose_run
 from workshop.lessons import engine as exercises
-from workshop.lessons.l09_diagnose import capstone
+from workshop.lessons.l09_diagnose import capstone, gains
 from workshop.lessons.l09_diagnose import record as capstone_record
 from workshop.paths import data_path
 from workshop.readers.runs import read_metrics, read_run
@@ -204,18 +204,18 @@ def test_parts_waits_for_an_answer_and_rejects_malformed_ones(keys, capsys):
 @pytest.mark.parametrize("name", CASES)
 def test_gains_pair_each_round(name):
     case = capstone.load(name)
-    table = capstone.gains(case)
+    table = gains.gains(case)
     assert list(table["round"]) == list(range(1, capstone.REPEATS + 1))
     assert list(table["seed"]) == [42 + r for r in table["round"]]
     measure = RUN_MEASURES[table.attrs["measure"]]
     first = table.iloc[0]
     assert first["broken"] == measure(read_metrics(case.folder / "repeats" / "broken-1"))
     assert first["gain"] == pytest.approx(first["fixed"] / first["broken"])
-    runs = capstone.repeat_runs(case)
+    runs = gains.repeat_runs(case)
     # the order alternates: broken first in odd rounds, fixed first in even ones
     firsts = runs[runs.position == 1].set_index("round")["variant"]
     assert list(firsts) == ["broken" if r % 2 else "fixed" for r in firsts.index]
-    summary = capstone.gain_summary(case)
+    summary = gains.gain_summary(case)
     assert summary["min"] <= summary["median"] <= summary["max"]
     assert summary["rounds"] == capstone.REPEATS and summary["noise"] >= 1
 

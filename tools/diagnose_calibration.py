@@ -38,6 +38,7 @@ CANDIDATES = (
     "runs",
     "scripts",
     "timelines",
+    "diagnose/cases",
 )
 OUT = ("diagnose", "calibration.json")
 
@@ -86,6 +87,7 @@ def collect() -> dict:
         runs.append(
             {
                 "folder": _relative(folder),
+                "script": bool((files.record.get("config") or {}).get("script")),
                 "step_ms": round(step, 4),
                 "evidence": {
                     row.measure: (None if row.value != row.value else round(row.value, 6))

@@ -92,6 +92,12 @@ def explain(row: dict, step: float) -> str:
             f"{n['cycles_per_step']:.1f} cycles; each response costs "
             f"{_ms(n['response_latency_ms'])} on its own (the intercept of its duration "
             f"against its bytes), so fusing each cycle's into one saves {saving} per step"
+            + (
+                f" (at most the {_ms(n['least_wait_ms'])} the least-waiting rank waits: the "
+                "responses processed during the backward pass are hidden)"
+                if "least_wait_ms" in n
+                else ""
+            )
         )
     if p == "cache_off":
         if "coordination_ms" not in n:

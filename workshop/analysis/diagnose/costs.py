@@ -312,14 +312,26 @@ def _rounds(groups: pd.DataFrame, tl: Timeline, cycle_ms: float) -> np.ndarray:
     return out.reindex(groups.index).to_numpy()
 
 
-def fusion_cost(settings: dict, tl: Timeline | None) -> Cost:
+def _least_wait_ms(steps: pd.DataFrame | None) -> float:
+    """The median wait per step of the rank that waits least at the allreduces (NaN without
+    step times): what communication costs the step where no compute hides it, the most that a
+    fix to Horovod's communication can save."""
+    wide = step_table(steps) if steps is not None and len(steps) else {}
+    if "wait" not in wide or wide["wait"].empty:
+        return math.nan
+    return float(wide["wait"].median().min())
+
+
+def fusion_cost(settings: dict, tl: Timeline | None, steps: pd.DataFrame | None = None) -> Cost:
     """Fusion off: each gradient is a response of its own, and every response pays the fixed
     cost of one collective (its latency) on the background thread, one after the other. Fused,
     the gradients of one cycle are one response: the saving per step is the extra responses
     (responses per step minus the cycles that carry them) times one response's fixed cost, the
     intercept of a straight line through this run's responses' durations against their bytes.
-    With the fusion threshold at its default (or above the largest response's bytes) the
-    saving is 0."""
+    Responses processed while the backward pass still computes are hidden behind it, so the
+    saving is at most the wait the least-waiting rank measured (:func:`_least_wait_ms`). With
+    the fusion threshold at its default (or above the largest response's bytes) the saving is
+    0."""
     threshold = settings.get("fusion_threshold_bytes")
     if threshold is not None and threshold > 0:
         return Cost("fusion_off", True, 0.0, 0.0, None, {"threshold_bytes": threshold})
@@ -335,9 +347,9 @@ def fusion_cost(settings: dict, tl: Timeline | None) -> Cost:
         return Cost("fusion_off", False, missing="a timeline of at least 3 training steps")
     cycle = settings.get("cycle_time_ms") or DEFAULT_CYCLE_MS
     groups = groups.assign(round=_rounds(groups, tl, cycle))
-    steps = len(starts)
-    responses = len(groups) / steps
-    rounds = groups["round"].nunique() / steps
+    counted = len(starts)
+    responses = len(groups) / counted
+    rounds = groups["round"].nunique() / counted
     numbers = {"responses_per_step": responses, "cycles_per_step": rounds}
     extra = max(responses - rounds, 0.0)
     sized = groups.dropna(subset=["bytes"])
@@ -348,12 +360,14 @@ def fusion_cost(settings: dict, tl: Timeline | None) -> Cost:
         (slope, intercept), cov = np.polyfit(x, y, 1, cov=True)
         latency, se = max(float(intercept), 0.0), float(math.sqrt(max(cov[1, 1], 0.0)))
     numbers["response_latency_ms"] = latency
+    saving, bound = extra * latency, _least_wait_ms(steps)
+    if not math.isnan(bound):
+        numbers["least_wait_ms"] = bound
+        saving = min(saving, bound)
     # without the setting (a timeline alone) the estimate is the timeline's: its noise is
     # calibrated apart (healthy runs read as if their settings were unknown)
     estimator = "timeline" if threshold is None else ""
-    return Cost(
-        "fusion_off", True, extra * latency, Z * se * extra, None, numbers, estimator=estimator
-    )
+    return Cost("fusion_off", True, saving, Z * se * extra, None, numbers, estimator=estimator)
 
 
 def cache_cost(settings: dict, tl: Timeline | None) -> Cost:

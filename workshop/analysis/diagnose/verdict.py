@@ -204,7 +204,7 @@ def costs(
     steps = steps if has_steps else empty
     straggler = straggler_cost(record, steps)
     cycle = cycle_cost(settings, steps, tl)
-    fusion = fusion_cost(settings, tl)
+    fusion = fusion_cost(settings, tl, steps)
     cache = cache_cost(settings, tl)
     explained = sum(
         c.saving_ms for c in (cycle, fusion, cache) if c.measured and not math.isnan(c.saving_ms)

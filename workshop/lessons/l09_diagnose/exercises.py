@@ -13,7 +13,7 @@ import statistics
 from workshop.analysis import fusion_groups
 from workshop.analysis.diagnose import late_cycles
 from workshop.lessons.entries import Exercise, Finding, Slip
-from workshop.lessons.l09_diagnose import capstone
+from workshop.lessons.l09_diagnose import capstone, gains
 from workshop.lessons.l09_diagnose import findings as said
 from workshop.readers import read_timeline
 from workshop.readers.runs import read_metrics, read_run, read_step_times
@@ -59,7 +59,7 @@ def _linear_lr(broken, global_batch: bool = True, power: float = 1.0) -> float:
 
 
 def _gain(broken):
-    return capstone.gains(case_of(broken))
+    return gains.gains(case_of(broken))
 
 
 def _first_epoch_kept(broken) -> float:
@@ -218,7 +218,7 @@ EXERCISES = (
             ),
             Slip(
                 "the single diagnosis pair",
-                lambda b: capstone.gain_summary(case_of(b))["single_run_gain"],
+                lambda b: gains.gain_summary(case_of(b))["single_run_gain"],
             ),
         ),
         solution="One JSON object per line and epoch; leave out the first epoch (start-up), "

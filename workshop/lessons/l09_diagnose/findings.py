@@ -16,6 +16,7 @@ import pandas as pd
 from workshop.analysis.benchmarks import ranges_overlap
 from workshop.findings.diagnose import diagnose_run, diagnose_text
 from workshop.lessons.l09_diagnose import capstone
+from workshop.lessons.l09_diagnose import gains as repeats
 from workshop.readers.runs import open_run
 from workshop.readers.timeline import TimelineWarning
 
@@ -99,7 +100,7 @@ def tick_lateness() -> str:
 
 
 def gain_table(*broken) -> pd.DataFrame:
-    return pd.DataFrame({case.name: capstone.gain_summary(case) for case in map(_case, broken)}).T
+    return pd.DataFrame({case.name: repeats.gain_summary(case) for case in map(_case, broken)}).T
 
 
 def gains(*broken) -> str:
@@ -147,7 +148,7 @@ def prediction_table(*broken) -> pd.DataFrame:
             result = diagnose_run(case.broken)
         cost = next(c for c in result["costs"] if c["problem"] == problem)
         step, fixed = result["step_ms"], step_ms(open_run(case.fixed).steps)
-        gain = capstone.gain_summary(case)
+        gain = repeats.gain_summary(case)
         rows[case.name] = {
             "problem": problem,
             "step_ms": step,
