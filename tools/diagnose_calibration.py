@@ -28,7 +28,7 @@ from workshop.analysis.diagnose.judge import evidence
 from workshop.analysis.diagnose.verdict import calibrate, calibration_problems, costs
 from workshop.launch.record import write_json
 from workshop.paths import data_path
-from workshop.readers.runs import read_run_files
+from workshop.readers.runs import read_run, read_run_files
 
 #: Where recorded runs are looked for, under data/.
 CANDIDATES = (
@@ -73,13 +73,13 @@ def collect() -> dict:
         if not (folder / "run.json").is_file():
             excluded.append({"folder": _relative(folder), "why": ["no run.json"]})
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            files = read_run_files(folder)
-        why = calibration_problems(files.record)
+        why = calibration_problems(read_run(folder))  # run.json alone decides
         if why:
             excluded.append({"folder": _relative(folder), "why": why})
             continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            files = read_run_files(folder)
         step = step_ms(files.steps)
         found = costs(files.record, files.metrics, files.steps, files.timeline)
         found += blind_costs(files)
