@@ -134,7 +134,9 @@ def test_a_projection_is_linear_and_sees_a_sparse_gradient():
     a, b = torch.randn(5, 3), torch.randn(5, 3)
     mean = projection((a + b) / 2)
     halves = [(x + y) / 2 for x, y in zip(projection(a), projection(b), strict=True)]
-    assert mean[:2] == pytest.approx(halves[:2])
+    # linear up to float32 rounding (random inputs: 1.8e-6 relative seen once in ~1,000 runs
+    # of the suite); a projection that is not linear is off by the values themselves
+    assert mean[:2] == pytest.approx(halves[:2], rel=1e-5, abs=1e-6)
     sparse = torch.sparse_coo_tensor([[0, 2, 0]], torch.ones(3, 3), (5, 3))  # row 0 twice
     dense = torch.zeros(5, 3)
     dense[0], dense[2] = 2.0, 1.0
