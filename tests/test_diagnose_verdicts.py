@@ -70,24 +70,24 @@ def _files(name: str):
 
 @pytest.fixture(scope="module")
 def recorded():
-    """name -> (files, costs, step) of every case."""
-    from workshop.analysis.diagnose.costs import step_ms
-
+    """name -> (files, costs) of every case: each run's costs computed once, then judged
+    against each calibration."""
     out = {}
     for name in CASES:
         files = _files(name)
-        out[name] = (files, step_ms(files.steps))
+        out[name] = (files, costs(files.record, files.metrics, files.steps, files.timeline))
     return out
 
 
-def _verdict(files, noise):
-    return judge(files.record, files.metrics, files.steps, files.timeline, noise)
+def _verdict(case, noise):
+    files, found = case
+    return judge(files.record, files.metrics, files.steps, files.timeline, noise, found)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_recorded_case_gets_its_verdict(name, recorded):
     noise, _ = read_calibration()
-    result = _verdict(recorded[name][0], noise)
+    result = _verdict(recorded[name], noise)
     assert [p for p in result["findings"] if p != "small_batch"] == CASES[name], result["costs"]
     if name.endswith(("rank0", "rank1")):
         row = next(r for r in result["costs"] if r["problem"] == "straggler")
@@ -112,8 +112,8 @@ def test_the_verdicts_hold_with_either_half_of_the_calibration_runs(recorded):
     halves = [kept[0::2], kept[1::2]]
     for half in halves:
         noise = calibrate({k: table[k] for k in half})
-        for name, (files, _) in recorded.items():
-            assert _verdict(files, noise)["findings"] == _verdict(files, full)["findings"], name
+        for name, case in recorded.items():
+            assert _verdict(case, noise)["findings"] == _verdict(case, full)["findings"], name
 
 
 def test_the_calibration_file_is_what_the_recordings_give():

@@ -266,6 +266,7 @@ def judge(
     steps: pd.DataFrame,
     tl: Timeline | None,
     noise: pd.DataFrame,
+    found: list[Cost] | None = None,
 ) -> dict[str, Any]:
     """The diagnosis of one run.
 
@@ -274,6 +275,8 @@ def judge(
         metrics, steps: ``read_metrics`` and ``read_step_times`` (may be empty).
         tl: the run's timeline, or None.
         noise: :func:`calibrate` of the healthy calibration runs.
+        found: the run's :func:`costs`, when already computed (judging one run against
+            several calibrations).
 
     Returns:
         ``step_ms``; ``costs``: one dict per problem (``problem``, ``measured``,
@@ -282,7 +285,7 @@ def judge(
         ``missing``, ``estimator``); ``findings``: the problems found, in the order above;
         ``not_measured``; ``healthy``; ``settings``.
     """
-    found = costs(record, metrics, steps, tl)
+    found = costs(record, metrics, steps, tl) if found is None else found
     step = step_ms(steps) if steps is not None and len(steps) else math.nan
     if math.isnan(step):
         step = timeline_step_ms(tl)
