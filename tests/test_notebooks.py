@@ -464,8 +464,11 @@ def number_forms(value: float, record: dict) -> set[str]:
     candidates = [value]
     if 0 < abs(value) <= 1.5:
         candidates.append(value * 100)  # a share written as a percentage
+    # a count (an int answer: 27 micro-batches) is written without decimals; "27.0" on a page
+    # is a measurement (lesson 01's step times, measured anew in every replay, once showed one)
+    most = 1 if isinstance(value, int) and not isinstance(value, bool) else 5
     for scale, candidate in enumerate(candidates):
-        for decimals in range(0, 5):
+        for decimals in range(0, most if not scale else 5):
             rounded = round(candidate, decimals)
             back = rounded / 100 if scale else rounded
             if not _close_enough(back, value, record):

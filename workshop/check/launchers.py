@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import threading
 from pathlib import Path
 
 #: What ``workshop check`` takes, for a script that is neither.
@@ -21,6 +22,9 @@ TAKES = (
 )
 
 _DDP_NAMES = {"init_process_group", "DistributedDataParallel"}
+#: Two checks started from two threads (tests/test_check_stall_load.py) parsed their scripts at
+#: once, and Python 3.11.7 raised "SystemError: AST constructor recursion depth mismatch".
+_PARSING = threading.Lock()
 
 
 def script_launcher(script: Path) -> str | None:
@@ -36,7 +40,8 @@ def script_launcher(script: Path) -> str | None:
     'ddp'
     """
     try:
-        tree = ast.parse(script.read_text(errors="replace"), filename=str(script))
+        with _PARSING:  # CPython 3.11's ast.parse is not safe in two threads at once
+            tree = ast.parse(script.read_text(errors="replace"), filename=str(script))
     except SyntaxError:
         return None
     modules, names = set(), set()
