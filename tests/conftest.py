@@ -288,6 +288,13 @@ def cpu_lock_module():
         yield
 
 
+@pytest.fixture(scope="module")
+def cpu_alone_module():
+    """:func:`cpu_alone` across a module whose tests share one timed run."""
+    with _live_lock(alone=True):
+        yield
+
+
 @pytest.fixture
 def cpu_alone():
     """:func:`cpu_lock` for a test whose timing assertions need the machine to itself: under

@@ -12,8 +12,8 @@ import pytest
 
 from workshop import check
 from workshop.check.ddp_failures import explain_ddp_error, mismatched_collective
-from workshop.check.launchers import TAKES, script_launcher
 from workshop.check.verdicts import PRACTICE_FIXES, style_of
+from workshop.launch.torchrun import TAKES, script_launcher
 
 SCRIPTS = Path(__file__).parent / "check_scripts"
 

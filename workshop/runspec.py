@@ -363,6 +363,16 @@ RUN_SPEC: tuple[RunOption, ...] = (
         table=False,
     ),
     RunOption(
+        "profile_steps",
+        int,
+        None,
+        "with --script: record a torch.profiler trace per rank of this many steps, after one "
+        "skipped and one warm-up step (traces/rankN.json; workshop trace report reads them)",
+        bound=Bound(">=", 1),
+        cli=False,
+        table=False,
+    ),
+    RunOption(
         "script_args",
         default=None,
         help="the script's arguments, as one shell-quoted string (run.json records them)",

@@ -7,7 +7,7 @@ missing.
     report.checks["averaged"].ok  # True, False, or None (a warning)
 
 A DDP script (``torch.distributed``, ``DistributedDataParallel``) runs under torchrun with Gloo
-(:mod:`workshop.check.launchers`), observed by the same runner through a hook layer of its own
+(:mod:`workshop.launch.torchrun`), observed by the same runner through a hook layer of its own
 (:mod:`workshop.check.hooks_ddp`), and judged by the same practices; DDP's own failures are
 explained by :mod:`workshop.check.ddp_failures`. ``averaged`` compares the gradient each step
 applied with the mean of the ranks' own gradients (:mod:`workshop.check.practices.mean`): a

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
 from workshop.check.observe import MAX_RECORDS, Recorder, source_line
 
@@ -116,6 +117,9 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
     """DDP's broadcast at construction, and its gradient allreduce inside backward()."""
     cls = ddp_module.DistributedDataParallel
     original_sync = ddp_module._sync_module_states
+    # sync: the parameters the next backward() allreduces; ready: when a DDP parameter's
+    # gradient was last accumulated (its hook runs on the thread that runs backward)
+    state: dict = {"sync": 0, "ready": None}
 
     def broadcast_values(module):
         tensors = [*module.parameters(), *module.buffers()]
@@ -137,12 +141,22 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
     original_init = cls.__init__
 
     def built(model):
-        params = sum(1 for p in model.module.parameters() if p.requires_grad)
+        trained = [p for p in model.module.parameters() if p.requires_grad]
         with recorder.lock:
             recorder.ddp.append({
-                "where": _line(recorder), "params": params,
+                "where": _line(recorder), "params": len(trained),
                 "find_unused_parameters": bool(model.find_unused_parameters),
+                # DDP's knobs as built (workshop run --script records them as evidence)
+                "bucket_cap_mb": round(model.bucket_bytes_cap / 2**20, 6),
+                "gradient_as_bucket_view": bool(model.gradient_as_bucket_view),
+                "static_graph": bool(model.static_graph),
             })  # fmt: skip
+        if getattr(recorder, "ddp_waited", None) is not None:  # a timed run: see backward
+            for p in trained:
+                p.register_post_accumulate_grad_hook(gradient_ready)
+
+    def gradient_ready(_param):
+        state["ready"] = time.perf_counter()
 
     @functools.wraps(original_init)
     def init(self, *args, **kwargs):
@@ -151,7 +165,6 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
 
     cls.__init__ = init
 
-    state = {"sync": 0}
     original_forward = cls.forward
 
     @functools.wraps(original_forward)
@@ -174,7 +187,7 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
 
     @functools.wraps(original_backward)
     def backward(*args, **kwargs):
-        count, state["sync"] = state["sync"], 0
+        count, state["sync"], state["ready"] = state["sync"], 0, None
         key = object()
         if count:
             recorder.allreduced(count)
@@ -184,7 +197,15 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
             return original_backward(*args, **kwargs)
         finally:
             if count:
+                ended = time.perf_counter()
                 recorder.safely("DDP backward", recorder.completed, key)
+                waited = getattr(recorder, "ddp_waited", None)
+                if waited is not None and state["ready"] is not None:
+                    # DDP's reducer launches a bucket's allreduce when its last gradient is
+                    # ready and waits for all of them at the end of backward()
+                    # (finalize_backward, torch/csrc/distributed/c10d/reducer.cpp): from the
+                    # last gradient to backward()'s return the rank waits for communication
+                    recorder.safely("DDP wait", waited, ended - state["ready"])
                 if recorder.grad_watch is not None:  # DDP has averaged: watch what follows
                     recorder.safely("gradient writes", recorder.grad_watch.start)
 

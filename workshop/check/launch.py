@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workshop.check.failures import crash_report
-from workshop.check.launchers import TAKES, script_launcher, torchrun_command
 from workshop.check.practices.broadcast import broadcast_before_crash
 from workshop.check.practices.init import check_init
 from workshop.check.report import Report
@@ -37,6 +36,7 @@ from workshop.launch.stopping import (
     stop_on_signals,
     stop_tree,
 )
+from workshop.launch.torchrun import TAKES, script_launcher, torchrun_command
 from workshop.runspec import FRAMEWORKS
 
 OUTPUT_CHARS = 4000

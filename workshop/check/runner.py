@@ -221,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also write this rank's step times and status into the run directory's logs/ "
         "(workshop run --script)",
     )  # fmt: skip
+    parser.add_argument(
+        "--profile-steps", type=int, default=0,
+        help="with --run-dir: a torch.profiler trace of this many steps in traces/ "
+        "(workshop.check.profiled)",
+    )  # fmt: skip
     parser.add_argument("script", type=Path)
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
@@ -237,10 +242,17 @@ def main(argv: list[str] | None = None) -> int:
 
         recorder.local_gradients = False  # timed steps: no projections inside them
         clock = attach(recorder)
-        # the Horovod settings of this rank's environment, which workshop diagnose reads
         (options.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        write_horovod_env(options.run_dir / "logs", rank)
+        if not os.environ.get("TORCHELASTIC_RUN_ID"):  # not torchrun's (DDP's) rank
+            # the Horovod settings of this rank's environment, which workshop diagnose reads
+            write_horovod_env(options.run_dir / "logs", rank)
     AfterImport(observation_hooks(recorder)).install()
+    profiler = None
+    if options.run_dir and options.profile_steps:  # imports torch: after the hooks' install
+        from workshop.check import profiled
+
+        traces = options.run_dir / "traces"
+        profiler = profiled.start(recorder, options.profile_steps, traces, rank)
     _write_when_stopped(recorder)
     if not options.probe:
         _write_progress(recorder)
@@ -252,6 +264,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(script.parent))
     else:
         sys.path[0] = str(script.parent)
+    ended = _ending(recorder, options, rank, clock, profiler)
+    real_exit = os._exit
+
+    def exit_now(code: int) -> None:
+        # A DDP script may end with os._exit (no Python shutdown while a collective's tensor
+        # is freed): the observations are written first, then the process ends as asked.
+        if not recorder.written:
+            ended("ok" if code == 0 else "exit", code, None, {})
+        real_exit(code)
+
+    os._exit = exit_now
     status, exit_code, error, left = "ok", 0, None, {}
     try:
         runpy.run_path(str(script), run_name="__main__")
@@ -272,15 +295,32 @@ def main(argv: list[str] | None = None) -> int:
             "script": str(script),
         }
         sys.stderr.write(error["traceback"])
-    # When and where the script ended: a rank that leaves before the others is the cause of
-    # their "Horovod has been shut down" (workshop.analysis.failure).
-    left["time"] = time.time()
-    recorder.write(status, exit_code, error, left)
-    if clock is not None:  # as the workshop's own training programs write them
-        logs = options.run_dir / "logs"
-        (logs / f"rank.{rank}.steps.csv").write_text(clock.csv())
-        (logs / f"rank.{rank}.status").write_text(("ok" if exit_code == 0 else "failed") + "\n")
-    return exit_code
+    os._exit = real_exit
+    return ended(status, exit_code, error, left)
+
+
+def _ending(recorder: Recorder, options: argparse.Namespace, rank: int, clock, profiler):
+    """What the runner does when the script has ended (returned, raised, or called
+    ``os._exit``): end the profiler, write the observations, and under ``--run-dir`` the step
+    times and the status, as the workshop's own training programs write them."""
+
+    def ended(status: str, exit_code: int, error: dict | None, left: dict) -> int:
+        # When and where the script ended: a rank that leaves before the others is the cause
+        # of their "Horovod has been shut down" (workshop.analysis.failure).
+        left["time"] = time.time()
+        if profiler is not None:
+            from workshop.check import profiled
+
+            recorder.safely("profiler", profiled.finish, profiler)
+        recorder.write(status, exit_code, error, left)
+        if clock is not None:
+            logs = options.run_dir / "logs"
+            (logs / f"rank.{rank}.steps.csv").write_text(clock.csv())
+            state = "ok" if exit_code == 0 else "failed"
+            (logs / f"rank.{rank}.status").write_text(state + "\n")
+        return exit_code
+
+    return ended
 
 
 if __name__ == "__main__":

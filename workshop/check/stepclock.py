@@ -6,9 +6,11 @@ reads a run of any script like one of its own.
 A step runs from the end of the previous optimizer step to the end of this one (the first from
 the runner's start). Within it: ``data_s`` until the model's first forward pass (taking the
 batch), ``wait_s`` from the optimizer step's start to the last collective it completed
-(PyTorch's DistributedOptimizer waits for the gradients' allreduces there; NaN where no
-collective completes inside the step, e.g. TensorFlow's tape reduces before it: then
-``compute_s`` includes the wait), ``compute_s`` the rest, and ``cpu_wait_s`` the training
+(PyTorch's DistributedOptimizer waits for the gradients' allreduces there; for a DDP model,
+from its last gradient's accumulation to ``backward()``'s return, where DDP's reducer waits
+for the buckets' allreduces; NaN where no collective completes inside the step, e.g.
+TensorFlow's tape reduces before it: then ``compute_s`` includes the wait), ``compute_s`` the
+rest, and ``cpu_wait_s`` the training
 thread's wait for a CPU outside that wait (:func:`workshop.rules.run_queue_wait_s`).
 :func:`attach` has the recorder's hooks drive it, on the training thread; standard library
 only, like the runner.
@@ -108,4 +110,7 @@ def attach(recorder) -> StepClock:
 
     recorder.batch, recorder.step_started = on_batch, on_step_started
     recorder.completed, recorder.step = on_completed, on_step
+    # DDP's allreduces end inside backward(), not in the optimizer step: the DDP hooks
+    # (workshop.check.hooks_ddp) hand over the wait they measure there
+    recorder.ddp_waited = clock.waited
     return clock

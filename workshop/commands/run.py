@@ -65,6 +65,8 @@ def register(subparsers) -> None:
     parser.add_argument(launcher.flag, default=launcher.default, help=launcher.help)
     script = OPTIONS["script"]
     parser.add_argument(script.flag, metavar="FILE", default=None, help=script.help)
+    profile = OPTIONS["profile_steps"]
+    parser.add_argument(profile.flag, type=int, metavar="N", default=None, help=profile.help)
     parser.add_argument(
         "script_argv", nargs="*", metavar="-- ARGS", help="the script's arguments (after --)"
     )

@@ -109,11 +109,15 @@ def explain(row: dict, step: float) -> str:
             "step to save"
         )
     if p == "small_batch":
+        # explained_ms is Horovod's cycle, fusion and cache; a DDP run has none of them
+        unexplained = (
+            f", {_ms(n['unhidden_ms'])} of it not explained by the cycle, fusion or cache"
+            if n["explained_ms"] else ""
+        )  # fmt: skip
         return (
             f"the rank that waits least waits {_ms(n['least_wait_ms'])} per step for the "
-            f"allreduces, {_ms(n['unhidden_ms'])} of it not explained by the cycle, fusion or "
-            f"cache: communication no compute hides; twice the compute per allreduce halves "
-            f"it per sample: {saving} per step"
+            f"allreduces{unexplained}: communication no compute hides; twice the compute per "
+            f"allreduce halves it per sample: {saving} per step"
         )
     if p == "input_pipeline":
         return (
@@ -243,7 +247,9 @@ def diagnose(
     if shown and (steps is None or steps.empty):
         notes.append(_timeline_note(shown))
     settings = result["settings"]
-    if settings.get("source") is None:
+    if result.get("engine") == "ddp":
+        notes.append(_ddp_note(settings))
+    elif settings.get("source") is None:
         notes.append(
             "No run.json: the Horovod settings the run ran with are unknown; the cycle time is "
             "read from the cycle marks where there are."
@@ -253,6 +259,21 @@ def diagnose(
         "notes": notes,
         "calibration": source,
     }
+
+
+def _ddp_note(settings: dict) -> str:
+    """What a DDP run is judged on, and the knobs it ran with (run.json's ``ddp_settings``)."""
+    shown = {k: v for k, v in settings.items() if k not in ("models", "ranks_differ")}
+    knobs = ", ".join(f"{k} {v}" for k, v in shown.items())
+    said = (
+        "A PyTorch DDP run: Horovod's cycle time, fusion buffer and response cache are not its "
+        "mechanisms (DDP allreduces each gradient bucket as soon as it is ready, in a fixed "
+        "order), so they are not judged"
+    )
+    said += f"; DDP ran with {knobs}" if knobs else "; no DDP model's settings were recorded"
+    if settings.get("ranks_differ"):
+        said += f" (not the same on every rank: {', '.join(settings['ranks_differ'])})"
+    return said + "."
 
 
 def _timeline_note(shown: dict) -> str:

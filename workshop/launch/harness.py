@@ -75,7 +75,9 @@ def rank_pids(run_dir: Path) -> dict[int, int]:
             env = (proc / "environ").read_bytes().split(b"\0")
         except (OSError, IndexError):
             continue
+        # horovodrun's ranks have HOROVOD_RANK; torchrun's (a DDP script) RANK
         ranks = [e.split(b"=", 1)[1] for e in env if e.startswith(b"HOROVOD_RANK=")]
+        ranks = ranks or [e.split(b"=", 1)[1] for e in env if e.startswith(b"RANK=")]
         if where.resolve() == run_dir.resolve() and ranks and ranks[0].isdigit():
             found[int(ranks[0])] = int(proc.name)
     return found

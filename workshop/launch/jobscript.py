@@ -91,7 +91,9 @@ def _launcher(job: JobPlan) -> tuple[str | None, str, str]:
         )
     cpus = f" --cpus-per-task={job.threads_per_rank}" if job.threads_per_rank else ""
     return (
-        None,
+        # srun -K: when one rank dies (a crash, a signal), srun ends the others, which would
+        # otherwise wait for it in their collectives until the job's time limit
+        "export SLURM_KILL_BAD_EXIT=1  # srun -K: a rank that dies ends the others",
         f"srun --mpi=pmix --nodes={job.spec.nodes} --ntasks=$NP --ntasks-per-node={rpn}{cpus}",
         "Slurm's srun starts the ranks on the allocated nodes, handing them PMIx",
     )

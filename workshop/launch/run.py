@@ -42,7 +42,9 @@ from workshop.launch.stopping import (
     restore_handlers,
     signal_of,
     stop_on_signals,
+    stop_process_group,
 )
+from workshop.launch.torchrun import ddp_settings, runs_ddp, torchrun_launch
 from workshop.paths import runs_dir
 from workshop.readers.exits import oom_kill_count
 from workshop.readers.runs import launcher_identity
@@ -102,6 +104,8 @@ class _RunConfigChecks:
             raise ValueError("--mpi-profile needs --controller mpi (the profiler wraps MPI calls)")
         if self.mark_cycles and not self.timeline:
             raise ValueError("--mark-cycles marks cycles in the timeline: add --timeline")
+        if self.profile_steps and not self.script:
+            raise ValueError("--profile-steps profiles a script of yours: add --script FILE")
         cores = os.cpu_count() or 1
         if not self.launcher and self.np > cores and not self.oversubscribe:
             raise ValueError(
@@ -164,8 +168,10 @@ def train_args(config: RunConfig, run_dir: Path, data_mode: str) -> list[str]:
     if config.script:
         observations = run_dir / "observations"
         runner = [sys.executable, "-P", "-m", "workshop.check.runner", "--out", str(observations)]
-        runner += ["--run-dir", str(run_dir), str(Path(config.script).resolve())]
-        return runner + shlex.split(config.script_args or "")
+        runner += ["--run-dir", str(run_dir)]
+        runner += ["--profile-steps", str(config.profile_steps)] if config.profile_steps else []
+        script = str(Path(config.script).resolve())
+        return [*runner, script, *shlex.split(config.script_args or "")]
     program = FRAMEWORK_PROGRAMS[config.framework]
     run = [sys.executable, "-m", program, "--run-dir", str(run_dir)]
     return run + program_arguments(config, data_mode)
@@ -195,6 +201,8 @@ def launch_command(
 
         rank_env = launch_env(run_dir)
     program = train_args(config, run_dir, data_mode)
+    if runs_ddp(config):  # a PyTorch DDP script: torchrun starts its ranks, here
+        return torchrun_launch(config.np, program, run_dir), env
     if config.launcher:
         rank_env |= horovod_variables(config, run_dir)  # no horovodrun to turn flags into these
         launcher = shlex.split(config.launcher)
@@ -237,30 +245,6 @@ def _horovod_env(run_dir: Path) -> dict:
 def _stop_leftovers(run_dir: Path) -> None:
     """Kill any rank still alive after the launcher ended (e.g. after Ctrl-C)."""
     kill_marked(str(run_dir))
-
-
-# How a stopped run's process group is asked to end, then made to: (signal, seconds to wait).
-# After Ctrl-C the ranks get SIGINT first (horovodrun forwards it); after SIGTERM / SIGHUP time
-# is short (a batch system kills everything a few seconds later), so TERM comes first.
-# (What stops a run, and how its signals are caught: workshop.launch.stopping.)
-STOP_SEQUENCE = {
-    signal.SIGINT: ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)),
-    signal.SIGTERM: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
-    signal.SIGHUP: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
-}
-
-
-def _stop_process_group(process: subprocess.Popen, signum: int) -> int:
-    """End horovodrun (or the cluster launcher) and what it started; returns its exit code."""
-    for sig, grace_s in STOP_SEQUENCE[signum]:
-        try:
-            os.killpg(process.pid, sig)
-            return process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            continue
-        except ProcessLookupError:
-            break
-    return process.wait()
 
 
 def _tell(message: str) -> None:
@@ -320,14 +304,16 @@ def run_one(
     from workshop.train import data
 
     config.validate()
-    cluster = None if config.launcher else cluster_launch(config.np)
+    ddp = runs_ddp(config)
+    cluster = None if config.launcher or ddp else cluster_launch(config.np)
     if cluster and config.threads_per_rank is None:
         # The emulated nodes share this machine's cores: divide them by all ranks, not by the
         # ranks of one node (what each rank would do on a real node).
         from workshop.train.common import threads_per_rank
 
         config = dataclasses.replace(config, threads_per_rank=threads_per_rank(config.np, None))
-    _require_horovodrun(config)
+    if not ddp:
+        _require_horovodrun(config)
     # a script of the learner's takes its own data
     data_mode = "script" if config.script else data.prepare(config.dataset, config.data)
     run_dir = new_run_dir(config, out_dir, name)
@@ -337,6 +323,7 @@ def run_one(
     # The environment's own programs first (horovodrun, and what it starts), activated or not.
     env = os.environ | {"PATH": program_path_env()} | extra_env
     record = _started_record(config, run_dir, argv, env, data_mode, command)
+    record["engine"] = "ddp" if ddp else "horovod"  # what moved the gradients
     if cluster:
         record["cluster"] = cluster.record
     write_json(run_dir / "run.json", record)
@@ -363,7 +350,7 @@ def run_one(
         # the cores other work kept busy meanwhile: a rank that waited for a CPU on a machine
         # nobody else used waited for its own run's threads (workshop diagnose's cpu_wait_gap)
         record["other_work_cores"] = round(other_work.foreign_cores, 3)
-        record |= _horovod_env(run_dir)
+        record |= ddp_settings(run_dir) if ddp else _horovod_env(run_dir)
         record |= result_fields(run_dir, record["data"])
         if cluster:
             record["cluster"]["rank_hosts_seen"] = hosts_seen(run_dir, config.np)
@@ -473,7 +460,7 @@ def _run_launcher(
         _tell(f"\n{signal.Signals(stopped_by).name}: stopping every rank...")
         if process is None:
             return None, stopped_by
-        return _stop_process_group(process, stopped_by), stopped_by
+        return stop_process_group(process, stopped_by), stopped_by
 
 
 def _ended_fields(

@@ -137,3 +137,26 @@ def kill_marked(marker: str, wait_s: float = 3.0) -> None:
             except psutil.Error:
                 pass
     psutil.wait_procs(killed, timeout=wait_s)
+
+
+# How a stopped run's process group is asked to end, then made to: (signal, seconds to wait).
+# After Ctrl-C the ranks get SIGINT first (horovodrun forwards it); after SIGTERM / SIGHUP time
+# is short (a batch system kills everything a few seconds later), so TERM comes first.
+STOP_SEQUENCE = {
+    signal.SIGINT: ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)),
+    signal.SIGTERM: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
+    signal.SIGHUP: ((signal.SIGTERM, 5), (signal.SIGKILL, 5)),
+}
+
+
+def stop_process_group(process: subprocess.Popen, signum: int) -> int:
+    """End horovodrun (or the cluster launcher) and what it started; returns its exit code."""
+    for sig, grace_s in STOP_SEQUENCE[signum]:
+        try:
+            os.killpg(process.pid, sig)
+            return process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            break
+    return process.wait()

@@ -28,6 +28,7 @@
 #       -o slurm-tensorflow-mnist-2x4.sh
 
 set -euo pipefail
+export SLURM_KILL_BAD_EXIT=1  # srun -K: a rank that dies ends the others
 
 # srun must hand the ranks PMIx (Open MPI's way to find each other); without it each
 # rank starts alone. srun --mpi=list shows what this Slurm offers.

@@ -21,6 +21,7 @@
 #       --steps-per-epoch 50 --timeline --seed 42 -o slurm-torch-mnist-cpu-1x4.sh
 
 set -euo pipefail
+export SLURM_KILL_BAD_EXIT=1  # srun -K: a rank that dies ends the others
 
 # srun must hand the ranks PMIx (Open MPI's way to find each other); without it each
 # rank starts alone. srun --mpi=list shows what this Slurm offers.

@@ -61,6 +61,7 @@ __all__ = [
     "costs",
     "horovod_settings",
     "judge",
+    "runs_ddp",
     "timeline_evidence",
     "timeline_step_ms",
 ]
@@ -193,23 +194,37 @@ def timeline_evidence(tl: Timeline | None, settings: dict) -> dict[str, Any]:
     }
 
 
+def runs_ddp(record: dict) -> bool:
+    """The run's gradients were allreduced by PyTorch DDP (run.json's ``engine``, written by
+    ``workshop run --script`` on a DDP script), not by Horovod: Horovod's cycle, fusion
+    buffer and response cache are not its mechanisms (DDP allreduces each bucket as soon as
+    its gradients are ready, in a fixed order: no cycle, no negotiation, no cache; its bucket
+    size is ``ddp_settings``' ``bucket_cap_mb``). A run recorded without ``engine`` is a
+    Horovod run.
+
+    >>> runs_ddp({"engine": "ddp"}), runs_ddp({})
+    (True, False)
+    """
+    return record.get("engine") == "ddp"
+
+
 def costs(
     record: dict, metrics: pd.DataFrame, steps: pd.DataFrame, tl: Timeline | None
 ) -> list[Cost]:
     """Every problem's :class:`~.costs.Cost` on one run, in :data:`PROBLEMS` order (without
-    ``crashed``, which is the run's status)."""
+    ``crashed``, which is the run's status, and without Horovod's cycle, fusion and cache on
+    a DDP run: :func:`runs_ddp`)."""
     settings = horovod_settings(record)
     has_steps = steps is not None and len(steps) > 0
     empty = pd.DataFrame(columns=["rank", "step", "data_s", "compute_s", "wait_s", "step_s"])
     steps = steps if has_steps else empty
     straggler = straggler_cost(record, steps)
-    cycle = cycle_cost(settings, steps, tl)
-    fusion = fusion_cost(settings, tl, steps)
-    cache = cache_cost(settings, tl)
-    explained = sum(
-        c.saving_ms for c in (cycle, fusion, cache) if c.measured and not math.isnan(c.saving_ms)
-    )
-    out = [straggler, cycle, fusion, cache, comm_cost(steps, explained), input_cost(steps)]
+    horovod = []
+    if not runs_ddp(record):  # Horovod's own mechanisms: a DDP run has none of them
+        horovod = [cycle_cost(settings, steps, tl), fusion_cost(settings, tl, steps)]
+        horovod.append(cache_cost(settings, tl))
+    explained = sum(c.saving_ms for c in horovod if c.measured and not math.isnan(c.saving_ms))
+    out = [straggler, *horovod, comm_cost(steps, explained), input_cost(steps)]
     out.append(_oversubscribed(record, steps))
     out.append(lr_cost(record, metrics))
     return out
@@ -338,6 +353,7 @@ def judge(
     first = (["crashed"] if crashed else []) + [p for p in rules if p == "oversubscribed"]
     findings = first + [r["problem"] for r in timed] + [p for p in rules if p not in first]
     not_measured = [r["problem"] for r in rows if not r["measured"]]
+    ddp = runs_ddp(record)
     return {
         "step_ms": step,
         "timeline": timeline_evidence(tl, settings=horovod_settings(record)),
@@ -345,7 +361,8 @@ def judge(
         "findings": findings,
         "not_measured": not_measured,
         "healthy": not findings and not not_measured,
-        "settings": horovod_settings(record),
+        "settings": (record.get("ddp_settings") or {}) if ddp else horovod_settings(record),
+        "engine": "ddp" if ddp else "horovod",
         "min_share": MIN_SHARE,
     }
 

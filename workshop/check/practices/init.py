@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workshop.check.evidence import Check, ranks_text
-from workshop.check.launchers import TAKES
+from workshop.launch.torchrun import TAKES
 
 
 def check_init(ranks: list[dict], framework: str | None = None) -> Check:

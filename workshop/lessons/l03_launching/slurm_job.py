@@ -38,7 +38,8 @@ def slurm_job_live(out: Path, *, name: str = "slurm-2x1", report=print) -> Path:
         state = json.loads(emulate.state_path().read_text())
         work = Path(state["slurm"]["work"])
         script = write_job(work, name)
-        job, job_out = run_job(script, state, report=report)
+        # the job takes under a minute here; a hung one is cancelled well before CI's limit
+        job, job_out = run_job(script, state, report=report, timeout_s=300)
         run_dir = work / "runs" / name
         if job_out is None or not (run_dir / "run.json").exists():
             raise SlurmError(f"job {job} left no run directory: {job_out or 'no .out file'}")
