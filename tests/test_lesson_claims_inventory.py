@@ -1,7 +1,7 @@
-"""The claims inventory (issue 59): every quantitative sentence and caption of lessons 01-03
-and 05-08, listed with how it is held (built from data, a source line, or a test), and the
-tests that hold the listed claims a page states in words. The sentence-by-sentence checks of
-the issue's items are in tests/test_lesson_claims.py."""
+"""The claims inventory (issue 59): every quantitative sentence and caption of lessons 01-09,
+listed with how it is held (built from data, a source line, or a test), and the tests that
+hold the listed claims a page states in words. The sentence-by-sentence checks of the issue's
+items are in tests/test_lesson_claims.py (lesson 04's in tests/test_lesson_claims_04.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 from test_lesson_claims import NOTEBOOKS, REPO, caption, cell, flat
 
 import workshop as wk
+from workshop import rules
 from workshop.lessons.l06_scaling import findings as scaling_lesson
 
-# --- the claims of lessons 01-03 and 05-08, listed and each held ---------------------------
+# --- the claims of lessons 01-09, listed and each held -------------------------------------
 #
 # A markdown sentence with a measured-looking number ("25.7 ms", "61 tensors", "17%") or a
 # comparison ("faster", "at most", "grows") is held when it is a question's given (a cell
@@ -63,6 +64,9 @@ HELD = {
     ("03", "d9e401b4", "(Lesson 01's data-parallel demo runs fas"): "pointer",
     ("03", "9d1ed61f", 'A claim "MPI is faster here" needs inter'): "model",
     ("03", "85ebdfdc", "Where the repeats' ranges overlap (said "): "pointer",
+    ("04", "36f90cab", "Optional: parse the spans yourself; one-"): "header",
+    ("04", "3fb96518", "When 8 gradients negotiate during the sa"): "model",
+    ("04", "71c38c26", "On a cluster a rank that is last in most"): "model",
     ("05", "7b3538f6", "Compare CPU and GPU runs like with like:"): "header",
     ("05", "75ba3503", "One 8-byte allreduce per cycle, and a cy"): "horovod:sleeps what is left",
     ("05", "af451419", "At 20 ms the sleep dominates and the cou"): (
@@ -136,6 +140,7 @@ HELD = {
     ("08", "323f0051", "Whether the steps got slower is what the"): "pointer",
     ("08", "323f0051", "- fp16 compression shrinks the bytes per"): "pointer",
     ("08", "323f0051", "- Where the network limits the step (100"): "summary",
+    ("09", "ad7e65c1", "**Time to learn**: 40 minutes (core), +4"): "header",
 }
 HELD |= {
     ("01", "57239575", "caption"): "model",
@@ -153,11 +158,11 @@ HELD |= {
     ("08", "a7ebf16c", "caption"): "pointer",
 }
 KINDS = {"header", "model", "setup", "source-doc", "pointer", "summary"}
-MY_LESSONS = ("01", "02", "03", "05", "06", "07", "08")
+MY_LESSONS = ("01", "02", "03", "04", "05", "06", "07", "08", "09")
 
 
 def claims() -> list[tuple[str, str, str, str]]:
-    """Every quantitative markdown sentence of lessons 01-03 and 05-08: (lesson, cell id,
+    """Every quantitative markdown sentence of lessons 01-09: (lesson, cell id,
     its first 40 characters, how it is held: exercise, source, tested-cell or HELD's)."""
     here = Path(__file__).read_text()
     tests = " ".join(
@@ -295,3 +300,36 @@ def test_lesson_07s_accuracy_caption_holds_against_the_batch_sweep():
     assert "the larger the batch" in caption("07", "815f408e")
     ordered = at_fixed_lr.sort_values("global_batch_size").final_test_accuracy
     assert ordered.is_monotonic_decreasing
+
+
+# --- lesson 09: the rules it states from optional lessons, and its predictions -------------
+
+
+def test_lesson_09_states_horovods_defaults_from_the_rules():
+    # the defaults' source lines: operations.cc:527 and :519 (docs/sources.md)
+    text = flat(cell("09", "c1439554"))
+    cycle = f"a background cycle every {rules.CYCLE_TIME_DEFAULT_MS:g} ms (`HOROVOD_CYCLE_TIME`)"
+    fusion = f"tensor fusion up to {rules.FUSION_THRESHOLD_DEFAULT_BYTES // 2**20} MiB"
+    assert cycle in text and fusion in text
+    assert "base LR x global batch / base batch" in text  # the rule lesson 07 checks
+
+
+def test_lesson_09s_finding_threshold_is_the_verdicts():
+    from workshop.analysis.diagnose import verdict
+
+    # "a finding is a saving of at least a tenth of the step"
+    assert verdict.MIN_SHARE == pytest.approx(0.1)
+    assert "a saving of at least a tenth of the step" in flat(cell("09", "dccd5eb0"))
+
+
+def test_lesson_09s_straggler_gained_more_than_predicted():
+    from workshop.lessons.l09_diagnose import findings as capstone_lesson
+    from workshop.lessons.l09_diagnose.exercises import RECORDINGS
+
+    cases = [wk.open_run(RECORDINGS[f"case-{n}"]) for n in range(1, 5)]
+    table = capstone_lesson.prediction_table(*cases).set_index("problem")
+    straggler = table.loc["straggler"]
+    # case-1: predicted 9.3 +- 1.0 ms of a 20.5 ms step, measured 16.3 ms; gains 1.83x, 3.85x
+    assert straggler.measured_ms > straggler.predicted_ms + straggler.uncertainty_ms
+    assert straggler.measured_gain > straggler.predicted_gain
+    assert "there the fixed run gained more than predicted" in flat(cell("09", "618b63fa"))

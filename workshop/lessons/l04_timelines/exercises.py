@@ -54,7 +54,7 @@ EXERCISES = (
         data=("run",),
         recorded=_recorded("run"),
         expected=share,
-        rel_tol=0.01,
+        sig_figs=2,
         hints=(
             "How do you get one span's duration from B and E records, when spans nest?",
             "Keep a stack of open B records per pid: an E closes the top one. A span named "
@@ -95,7 +95,7 @@ EXERCISES = (
         data=("recorded", "fusion0"),
         recorded=_recorded("recorded", "fusion0"),
         expected=response_ratio,
-        rel_tol=0.05,
+        sig_figs=2,
         hints=(
             "Without fusion, how many tensors can one response carry?",
             "Every tensor operation becomes a response of its own: compare that count with the "
@@ -158,6 +158,7 @@ FINDINGS = (
     ),
     Finding("04.overlap", ("marked",), said.overlap),
     Finding("04.overlap-median", ("marked",), said.overlap_median),
+    Finding("04.cycle1", ("recorded", "marked"), said.cycle1),
     Finding("04.cycle5", ("recorded", "cycle5", "fusion0"), said.cycle5, after=("04.5",)),
     Finding("04.cycle-bench", ("bench",), said.cycle_bench),
     Finding("04.killed", ("killed",), said.killed),

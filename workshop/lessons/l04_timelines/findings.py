@@ -32,6 +32,8 @@ from workshop.readers import read_benchmark_runs
 #: edges between its choices, ms later with 5 ms cycles than with 1 ms.
 FIRST_STEPS = 5
 DELAY_EDGES_MS = (1, 3, 8)
+#: Figure 04.1's margin on each side of the step it draws, a share of the step's records.
+FIGURE_MARGIN = 0.03
 
 
 # --- the numbers ---------------------------------------------------------------------------
@@ -75,6 +77,17 @@ def delay_choice(delay_ms: float) -> str:
     return "abcd"[sum(delay_ms >= edge for edge in DELAY_EDGES_MS)]
 
 
+def first_step_window(run) -> tuple[float, float]:
+    """Figure 04.1's window, in timeline microseconds: the first training step from its first
+    record to its last, with :data:`FIGURE_MARGIN` each side. Its negotiations are the first of
+    each gradient, the only ones with ticks (a cache miss), and they last long enough to see."""
+    spans = run.timeline.spans
+    first = step_starts(spans).iloc[0]
+    inside = spans[(spans.start_us >= first.start_us) & (spans.start_us < first.end_us)]
+    lo, hi = float(inside.start_us.min()), float(inside.end_us.max())
+    return lo - FIGURE_MARGIN * (hi - lo), hi + FIGURE_MARGIN * (hi - lo)
+
+
 def beginning_numbers(run) -> dict:
     """Start-up and the first steps: negotiation time, its share in cache misses, the waits."""
     spans, ticks = run.timeline.spans, run.timeline.ticks
@@ -97,6 +110,8 @@ def beginning_numbers(run) -> dict:
         "first_vs_steady_negotiation_x": first.negotiate_per_step_us
         / steady.negotiate_per_step_us,
         "steady_step_ms": steady.step_us / 1e3,
+        "startup_negotiation_s": phases.loc["startup", "negotiate_us"] / 1e6,
+        "startup_share": phases.loc["startup", "negotiate_us"] / early_negotiation,
     }
 
 
@@ -153,9 +168,14 @@ def beginning(run) -> str:
         "construction).\n"
         f"- Largest wait: rank {worst.last_rank} handed `{worst.tensor}` over "
         f"{b['max_wait_ms']:.1f} ms after rank {worst.first_rank}.\n"
+        f"- Start-up, the broadcasts of the weights before the first step: "
+        f"**{b['startup_negotiation_s']:.2f} s** of the {b['early_negotiation_s']:.2f} s "
+        f"({b['startup_share']:.0%}).\n"
         f"- Negotiation per step: {b['first_per_step_ms']:.1f} ms of tensor time in the first "
         f"{b['first_steps']} steps against {b['steady_per_step_ms']:.1f} ms in the steady state "
-        f"(**{b['first_vs_steady_negotiation_x']:.2f}x**)."
+        f"(**{b['first_vs_steady_negotiation_x']:.2f}x**): the first steps negotiate "
+        f"{'less' if b['first_vs_steady_negotiation_x'] < 1 else 'more'} per step than later "
+        "ones, their cache misses included."
     )
 
 
@@ -256,6 +276,20 @@ def overlap_median(marked) -> str:
         f"the last gradient is seen; cycle-exact: **{steps.ops_in_backward_all.sum()} of "
         f"{steps.ops.sum()}** allreduces ran entirely inside every rank's backward pass, "
         f"{steps.ops_in_backward_some.sum()} inside at least one rank's."
+    )
+
+
+def cycle1(recorded, marked) -> str:
+    """The first allreduce's start with 1 ms cycles in the recording exercise 04.5 compares with,
+    beside the cycle-marked recording's (the same configuration, run again)."""
+    runs = {"recorded": recorded.timeline, "marked": marked.timeline}
+    start = compare_overlap(runs).first_op_start_us / 1e3
+    return (
+        f"In `{recorded.path.name}` (1 ms cycles, the recording exercise 04.5 compares with), the "
+        f"median step's first allreduce starts **{start['recorded']:.1f} ms** after its first "
+        f"gradient is seen; in the cycle-marked recording above, {start['marked']:.1f} ms: two "
+        f"runs of the same configuration, {abs(start['recorded'] - start['marked']):.1f} ms "
+        "apart."
     )
 
 
