@@ -1,5 +1,6 @@
 """The emulated cluster's pure parts (no root needed): the spec, the host list workshop run
-builds from a state file, the failure parser, and what the command says without root."""
+builds from a state file, which rank and host a failure started on (the launcher's reports,
+read once, joined to the rank -> host map), and what the command says without root."""
 
 from __future__ import annotations
 
@@ -8,9 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from workshop.analysis.failure import attribute
 from workshop.cli import main
 from workshop.cluster import emulate, hosts
 from workshop.cluster.spec import MIN_BURST_BYTES, ClusterSpec, parse_rate
+from workshop.findings.failure import (
+    NODE_LOST_FIX,
+    SIGNAL_MEANING,
+    failure_fix,
+    failure_lines,
+    lost_line,
+)
+from workshop.readers.exits import rank_ends
 
 
 def test_rates_parse_like_tc():
@@ -80,36 +90,129 @@ def test_rank_hosts_follow_the_host_list_order():
 
 
 RANKS = {0: "nodea", 1: "nodeb"}
+# what each rank's log held when the live tests below took nodeb away: training, no error
+TRAINING = {0: "Epoch 1: loss 1.8\n", 1: "Epoch 1: loss 1.8\n"}
+
+
+def first_lost(log: str, rank_hosts: dict[int, str] | None = RANKS) -> tuple[dict, str]:
+    """The one answer a cluster run's failure gets (the reader joins the launcher's reports to
+    the rank -> host map, attribute decides), and the line `workshop run` prints of it."""
+    found = attribute(rank_ends(log, TRAINING, np=2, rank_hosts=rank_hosts))
+    record = {"cluster": {"rank_hosts": rank_hosts}, "failure": found}
+    return found, lost_line(record)
 
 
 @pytest.mark.parametrize(
-    ("log", "host", "ranks"),
+    ("log", "how", "reason"),
     [
         # horovodrun --gloo after rank 1's processes were killed (SIGKILL: 137)
-        ("[0]<stdout>:epoch 1\nProcess 1 exit with status code 137.\n", "nodeb", [1]),
-        # ssh gave up on a node whose link went down
+        (
+            "[0]<stdout>:epoch 1\nProcess 1 exit with status code 137.\n",
+            "killed",
+            "killed by SIGKILL",
+        ),
+        # horovodrun --gloo after `workshop cluster kill nodeb`: rank 1's ssh session ended
+        (
+            "Process 1 exit with status code 255.\n",
+            "exited",
+            "its process ended with exit status 255 (255: its ssh session ended: the process "
+            "was killed, or the node or its link went down)",
+        ),  # fmt: skip
+        # ssh gave up on a node whose link went down (Gloo: rank 1's own ssh session)
         (
             "[1]<stderr>:Timeout, server nodeb not responding.\n"
             "Process 0 exit with status code 1.\nProcess 1 exit with status code 255.\n",
-            "nodeb",
-            [1],
+            "lost",
+            "Timeout, server nodeb not responding",
         ),  # fmt: skip
         # Open MPI: a rank died
         (
             "mpirun noticed that process rank 1 with PID 0 on node nodeb exited on signal 9 "
             "(Killed).\n",
-            "nodeb",
-            [1],
+            "killed",
+            "killed by SIGKILL",
+        ),  # fmt: skip
+        # Open MPI's daemon on nodeb unreachable (its ssh): the line names only the host
+        (
+            "Timeout, server nodeb not responding.\n",
+            "lost",
+            "Timeout, server nodeb not responding",
+        ),
+        (
+            "ORTE has lost communication with a remote daemon.\n"
+            "  Remote daemon: [[1889,0],1] on node nodeb\n",
+            "lost",
+            "lost contact with the node's Open MPI daemon (its ssh ended: node or link down)",
         ),  # fmt: skip
     ],
 )
-def test_first_failure_names_host_and_rank(log, host, ranks):
-    failure = hosts.first_failure(log, RANKS)
-    assert failure["host"] == host and failure["ranks"] == ranks and failure["reason"]
+def test_the_first_lost_rank_is_named_with_its_host(log, how, reason):
+    found, line = first_lost(log)
+    cause = found["cause"]
+    assert (cause["rank"], cause["host"], cause["how"]) == (1, "nodeb", how)
+    assert line == f"first lost: rank 1 on host nodeb: {reason}"
 
 
-def test_first_failure_none_when_nothing_failed():
-    assert hosts.first_failure("[0]<stdout>:done\n", RANKS) is None
+def test_a_lost_node_comes_before_what_the_launcher_did_to_the_other_ranks():
+    # mpirun ended rank 0 (SIGTERM) before its log said why: nodeb's daemon could not be reached
+    log = (
+        "mpirun noticed that process rank 0 with PID 7 on node nodea exited on signal 15 "
+        "(Terminated).\nTimeout, server nodeb not responding.\n"
+    )
+    found, line = first_lost(log)
+    assert (found["cause"]["rank"], found["cause"]["how"]) == (1, "lost")
+    # rank 0's SIGTERM followed from the lost node: a consequence, not a second cause
+    assert found["also"] == [] and [e["rank"] for e in found["consequences"]] == [0]
+    assert line.startswith("first lost: rank 1 on host nodeb: Timeout")
+    said = failure_lines(found)
+    assert (
+        said[0]
+        == 'rank 1 was lost with its node nodeb (ssh: "Timeout, server nodeb not responding")'
+    )
+    assert said[1] == (
+        "rank 0 was ended by SIGTERM (mpirun) after rank 1's end: a consequence of rank 1's "
+        "end, not a cause"
+    )
+    assert failure_fix(found) == NODE_LOST_FIX
+    # near miss: no node lost, so the signal that ended rank 0 is the cause
+    found, line = first_lost(log.split("Timeout")[0])
+    assert (found["cause"]["rank"], found["cause"]["how"]) == (0, "killed")
+    assert line == "first lost: rank 0 on host nodea: killed by SIGTERM"
+    assert failure_fix(found) == SIGNAL_MEANING["SIGTERM"]
+
+
+def test_a_node_of_two_ranks_is_said_with_both():
+    hosts = {0: "nodea", 1: "nodea", 2: "nodeb", 3: "nodeb"}
+    found = attribute(rank_ends("Timeout, server nodeb not responding.\n", {}, np=4,
+                                rank_hosts=hosts))  # fmt: skip
+    record = {"cluster": {"rank_hosts": hosts}, "failure": found}
+    assert (
+        lost_line(record)
+        == "first lost: rank 2, 3 on host nodeb: Timeout, server nodeb not responding"
+    )
+
+
+def test_nothing_lost_names_no_rank_and_no_host():
+    assert first_lost("[0]<stdout>:done\n") == (None, None)
+    # near miss of the map: a line naming only a host names no rank without one
+    assert first_lost("Timeout, server nodeb not responding.\n", rank_hosts=None) == (None, None)
+
+
+def test_a_run_json_from_before_the_one_answer_still_says_its_line():
+    # run.json files written before issue 56 held the cluster's answer in "first_failure"
+    old = {
+        "cluster": {},
+        "first_failure": {
+            "host": "nodeb",
+            "ranks": [1],
+            "reason": "Timeout",
+            "line": "Timeout, server nodeb not responding",
+        },
+    }
+    assert lost_line(old) == "first lost: rank 1 on host nodeb: Timeout"
+    # off a cluster, a failure with no host says no line
+    found = attribute(rank_ends("Process 1 exit with status code 137.\n", TRAINING, np=2))
+    assert found["cause"]["rank"] == 1 and lost_line({"failure": found}) is None
 
 
 def test_without_root_the_command_says_so_and_points_to_the_recordings(monkeypatch, capsys):

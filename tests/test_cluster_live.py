@@ -146,7 +146,9 @@ def test_a_node_lost_mid_run_ends_the_run_naming_host_and_rank(
     assert "first lost: rank 1 on host nodeb" in err, err
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "failed"
-    assert run["first_failure"]["host"] == "nodeb" and run["first_failure"]["ranks"] == [1]
+    # run.json's one answer (attribute's cause) names the rank and its host
+    cause = run["failure"]["cause"]
+    assert cause["host"] == "nodeb" and cause["rank"] == 1 and run["failure"]["also"] == []
     assert processes_with(str(run_dir)) == []
     assert daemons_on("nodeb") == [] and daemons_on("nodea") == []
 

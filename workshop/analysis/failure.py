@@ -4,15 +4,18 @@ One rule for ``workshop run``, ``workshop check`` and ``workshop diagnose``: eac
 ranks ended (:mod:`workshop.readers.exits`) and asks :func:`attribute`. The cause, in this
 order of preference:
 
-1. a rank that raised an error of its own, was killed from outside (a signal that the
+1. a rank whose node the launcher reported lost (ssh gave up on it, Open MPI lost its daemon
+   there: the node or its link went down), the first reported: what the other ranks did
+   after that, even an end that looks like a kill from outside, follows from the lost node;
+2. a rank that raised an error of its own, was killed from outside (a signal that the
    launcher did not send), left with a status of its own (``sys.exit(N)``), or failed without
    a traceback and without a word of a lost peer: the first of them to end;
-2. a rank that ended without a trace;
-3. a rank that finished while the others still waited on it (``sys.exit(0)``, a ``return``,
+3. a rank that ended without a trace;
+4. a rank that finished while the others still waited on it (``sys.exit(0)``, a ``return``,
    an early stop only it decided), when the others then failed;
-4. Horovod refusing a collective the ranks submitted differently ("Mismatched ..."): the
+5. Horovod refusing a collective the ranks submitted differently ("Mismatched ..."): the
    script's own mistake, on every rank;
-5. else the first rank that failed.
+6. else the first rank that failed.
 
 Everything else that failed is a consequence: Horovod's "has been shut down", a lost peer
 (Gloo's "Connection reset by peer", MPI's errors), a timeout waiting for a peer, the
@@ -59,10 +62,11 @@ def attribute(ends: dict[int, dict]) -> dict | None:
 
     Returns:
         None when no rank failed, else ``{"cause": end, "also": [end, ...], "consequences":
-        [end, ...]}``: ``cause`` with ``how`` added (``raised``, ``killed``, ``exited``,
-        ``vanished``, ``left first``, ``collective``, ``failed``), ``also`` the other ranks
-        whose failure is of the same tier (another error of its own, the same mismatch on
-        another rank), ``consequences`` the rest of the failed ranks, each in rank order.
+        [end, ...]}``: ``cause`` with ``how`` added (``lost``, ``raised``, ``killed``,
+        ``exited``, ``vanished``, ``left first``, ``collective``, ``failed``), ``also`` the
+        other ranks whose failure is of the same tier (another error of its own, the same
+        mismatch on another rank, another rank of a lost node), ``consequences`` the rest of
+        the failed ranks, each in rank order.
 
     >>> ends = {0: {"rank": 0, "state": "raised", "kind": "peer", "time": 2.0, "order": None},
     ...         1: {"rank": 1, "state": "raised", "kind": "own", "time": 1.0, "order": None}}
@@ -75,6 +79,7 @@ def attribute(ends: dict[int, dict]) -> dict | None:
         return None
     finished = [e for e in ends.values() if e["state"] == "ok"]
     tiers = (
+        ([e for e in failed if e["state"] == "lost"], None),
         ([e for e in failed if _own_failure(e)], None),
         ([e for e in failed if e["state"] == "vanished"], None),
         (finished, "left first"),

@@ -17,7 +17,8 @@ by :mod:`workshop.readers.horovod_errors`; tracebacks are read by
 :mod:`workshop.readers.tracebacks` (which ``workshop run``'s crash summary shares).
 
 The line named is the learner's own (the innermost frame of the script), not the library's.
-:func:`explain_shutdown` explains Horovod's "has been shut down" from what every rank did.
+:func:`explain_shutdown` explains Horovod's "has been shut down" by the rank that left first,
+:func:`workshop.analysis.failure.attribute`'s answer (as :func:`crash_report` does).
 """
 
 from __future__ import annotations
@@ -126,24 +127,24 @@ _RULES: tuple[Callable[[dict, str], str | None], ...] = (
 )
 
 
-def _left_first(observations: dict[int, dict], rank: int, np: int | None) -> str | None:
-    """The rank that left before ``rank``'s "has been shut down", when it did not finish."""
-    exited = sorted(r for r, obs in observations.items() if obs.get("status") == "exit")
-    missing = [r for r in range(np or 0) if r not in observations]
-    if exited:
-        codes = ", ".join(f"rank {r} status {observations[r].get('exit_code')}" for r in exited)
+def _shut_down_by(cause: dict, also: list[dict], rank: int) -> str:
+    """Rank ``rank``'s "has been shut down" as the consequence of ``cause``, the rank that
+    :func:`workshop.analysis.failure.attribute` found had left first, with an exit status of
+    its own or without reporting (and the ranks of ``also`` that left the same way)."""
+    left = [cause, *(e for e in also if e["state"] == cause["state"])]
+    names = ranks_text([e["rank"] for e in left])
+    if cause["how"] == "exited":
+        codes = ", ".join(f"rank {e['rank']} status {e['exit_code']}" for e in left)
         return (
-            f"{ranks_text(exited)} left first (sys.exit: {codes}), and Horovod shut down: "
-            f"rank {rank}'s error is only the consequence. Fix: every rank must run to the same "
-            "end; return or exit on one rank only after the last collective"
+            f"{names} left first (sys.exit: {codes}), and Horovod shut down: rank {rank}'s "
+            "error is only the consequence. Fix: every rank must run to the same end; return "
+            "or exit on one rank only after the last collective"
         )
-    if missing:
-        return (
-            f"{ranks_text(missing)} ended without reporting (killed, out of memory, or a crash "
-            f"inside native code) and Horovod shut down: rank {rank}'s error is only the "
-            f"consequence; look at why {ranks_text(missing)} ended (the output above)"
-        )
-    return None
+    return (
+        f"{names} ended without reporting (killed, out of memory, or a crash inside native "
+        f"code) and Horovod shut down: rank {rank}'s error is only the consequence; look at "
+        f"why {names} ended (the output above)"
+    )
 
 
 def explain_crash(
@@ -176,21 +177,33 @@ def explain_crash(
     return "What happened: " + found + "." if found else None
 
 
+#: How a rank can leave before the others, so that Horovod shuts down under them (attribute's
+#: ``how``).
+_LEFT = ("exited", "killed", "vanished", "left first")
+
+
 def explain_shutdown(
     observations: dict[int, dict], rank: int, np: int | None = None
 ) -> str | None:
-    """Plain words for Horovod's "has been shut down" on ``rank``, from which rank left first:
-    a rank that finished shut Horovod down while ``rank`` still submitted a collective (from
-    which line; with the unequal step counts that usually cause it); a rank that exited with a
-    status of its own (sys.exit), or one of the ``np`` ranks that ended without reporting
-    (killed), left first and ``rank``'s error is the consequence. None when no other rank
-    left."""
+    """Plain words for Horovod's "has been shut down" on ``rank``, from the rank that left
+    first (:func:`workshop.analysis.failure.attribute` of the observations): a rank that
+    finished shut Horovod down while ``rank`` still submitted a collective (from which line;
+    with the unequal step counts that usually cause it); a rank that exited with a status of
+    its own (sys.exit), or one of the ``np`` ranks that ended without reporting (killed), left
+    first and ``rank``'s error is the consequence. None when no other rank left first (the
+    cause is an error, or ``rank`` itself)."""
     error = (observations.get(rank) or {}).get("error") or {}
     if "shut down" not in (error.get("message") or ""):
         return None
-    done = sorted(r for r, obs in observations.items() if r != rank and obs.get("status") == "ok")
-    if not done:
-        return _left_first(observations, rank, np)
+    # which rank left first is attribute's answer: a rank's exit, its silence, or its finish
+    size = np or max(observations, default=-1) + 1
+    found = attribute(ends_from_observations(observations, size))
+    cause = found["cause"] if found else {"rank": rank, "how": None}
+    if cause["rank"] == rank or cause["how"] not in _LEFT:
+        return None
+    if cause["how"] != "left first":
+        return _shut_down_by(cause, found["also"], rank)
+    done = [cause["rank"]]
     frame = script_frame(error)
     at = f" at {where(frame)}" if frame else ""
     steps = {

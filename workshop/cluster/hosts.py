@@ -1,18 +1,22 @@
-"""What ``workshop run`` needs to launch across the nodes of an emulated cluster, and to say
-which host a failed rank was on.
+"""What ``workshop run`` needs to launch across the nodes of an emulated cluster, and the
+evidence of where each rank ran.
 
 ``workshop cluster run -- workshop run ...`` starts ``workshop run`` on the first node with
 ``WORKSHOP_CLUSTER`` naming the cluster's state file (and ``WORKSHOP_RANKS_PER_NODE`` when
 given). :func:`cluster_launch` turns that into horovodrun's host list and network interface;
 both Gloo and Open MPI place ranks in host-list order (rank 0, 1, ... fill the first host's
 slots, then the next host's), so the rank -> host map is known before the run starts.
+
+That map is the cluster's evidence for a failure: run.json records it (``cluster.rank_hosts``),
+:func:`workshop.readers.exits.rank_ends_in` joins it to the launcher's reports (which rank or
+which node the launcher lost, and when: :data:`workshop.readers.exits.LAUNCHER_PATTERNS`), and
+:func:`workshop.analysis.failure.attribute` alone decides which rank started the failure.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,62 +103,3 @@ def cluster_launch(np: int, env: Mapping[str, str] | None = None) -> ClusterLaun
         "hosts": hosts,
     }
     return ClusterLaunch(hosts, state["interface"], record)
-
-
-# What horovodrun (Gloo) and mpirun print when a rank or a node is lost. Each pattern gives the
-# rank or the host (or both); the rest comes from the rank -> host map.
-_FAILURE_PATTERNS = (
-    # Open MPI: a rank died ("mpirun noticed that process rank 1 with PID 0 on node nodeb
-    # exited on signal 9 (Killed).")
-    re.compile(
-        r"process rank (?P<rank>\d+) with PID \d+ on node (?P<host>\S+?) "
-        r"(?P<reason>exited .*?)\.?$",
-        re.MULTILINE,
-    ),
-    # Open MPI: the ssh to a node's orted ended ("Remote daemon: [[...],1] on node nodeb")
-    re.compile(r"Remote daemon: \[\[[^\]]*\],\d+\] on node (?P<host>\S+)"),
-    # ssh gave up on a node: Gloo's ranks run under ssh ("[1]<stderr>:Timeout, server nodeb not
-    # responding."), Open MPI's daemons too (the same line, no rank: every rank of that host)
-    re.compile(
-        r"^(?:\[(?P<rank>\d+)\]<stderr>:)?"
-        r"(?P<reason>Timeout, server (?P<host>\S+) not responding)",
-        re.MULTILINE,
-    ),
-    # horovodrun (Gloo): "Process 1 exit with status code 137."
-    re.compile(r"^Process (?P<rank>\d+) exit with status code (?P<reason>-?\d+)\.", re.MULTILINE),
-)
-_REASONS = {
-    1: "lost contact with the node's Open MPI daemon (its ssh ended: node or link down)",
-}
-
-
-def first_failure(launcher_log: str, hosts_of_ranks: Mapping[int, str]) -> dict | None:
-    """The first rank (and its host) that the launcher reported lost, from ``logs/launcher.log``.
-
-    Returns:
-        ``{"host", "ranks", "reason", "line"}`` (``ranks``: the failed rank, or every rank on
-        the host when only the host is named), or None when the log names none.
-    """
-    found = []
-    for index, pattern in enumerate(_FAILURE_PATTERNS):
-        for match in pattern.finditer(launcher_log):
-            found.append((match.start(), index, match))
-    if not found:
-        return None
-    _, index, match = min(found, key=lambda item: (item[1] != 2, item[0]))
-    groups = match.groupdict()
-    rank = int(groups["rank"]) if groups.get("rank") else None
-    host = groups.get("host") or (hosts_of_ranks.get(rank) if rank is not None else None)
-    if rank is not None:
-        ranks = [rank]
-    else:
-        ranks = [r for r, h in sorted(hosts_of_ranks.items()) if h == host]
-    reason = groups.get("reason") or _REASONS.get(index, "")
-    if index == 3:
-        reason = (
-            f"its process ended with exit status {reason} (255: its ssh session ended: the "
-            "process was killed, or the node or its link went down)"
-            if reason == "255"
-            else f"its process ended with exit status {reason}"
-        )
-    return {"host": host, "ranks": ranks, "reason": reason, "line": match.group(0).strip()}

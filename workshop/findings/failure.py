@@ -8,6 +8,7 @@ check``'s report and ``workshop diagnose``'s finding all say a failure with :fun
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from workshop.readers.exits import launcher_says_no_pmi
@@ -15,11 +16,13 @@ from workshop.readers.horovod_errors import explain_horovod_error
 
 __all__ = [
     "LEFT_FIRST_FIX",
+    "NODE_LOST_FIX",
     "NO_PMI",
     "SIGNAL_MEANING",
     "failure_fix",
     "failure_lines",
     "launcher_problem",
+    "lost_line",
 ]
 
 #: What each signal that ends a rank from outside usually means, and what to do about it.
@@ -53,6 +56,13 @@ LEFT_FIRST_FIX = (
     "every rank must run to the same end: decide an early stop on one rank and broadcast it "
     "(hvd.broadcast_object), and return or exit on a rank only after the last collective"
 )
+#: The fix when the launcher lost a node of the job (ssh gave up on it, or Open MPI its daemon).
+NODE_LOST_FIX = (
+    "a node of the job, or its network link, went down while it ran: bring it back (the "
+    "emulated cluster: `workshop cluster status`, `workshop cluster link NODE up`; a real "
+    "cluster: the scheduler's word on the node, e.g. Slurm's `sinfo -R`) and run again on "
+    "nodes that are up"
+)
 #: The fix of a crash whose cause is not one Horovod or the workshop can name.
 READ_THE_LOG = "read the failed rank's log (logs/rank.N.log) for its error"
 
@@ -70,6 +80,9 @@ def _said(end: dict, logs: Path | None, style: str) -> list[str]:
     """One rank's own end in words (the cause, or another rank that failed on its own)."""
     rank, how = end["rank"], end.get("how", end["state"])
     at = f" at {end['where']}" if end.get("where") else ""
+    if how == "lost":
+        node = f" {end['host']}" if end.get("host") else ""
+        return [f'rank {rank} was lost with its node{node} ({end["launcher"]}: "{end["line"]}")']
     if how == "killed":
         code = f"exit code {end['exit_code']}, " if end.get("exit_code") is not None else ""
         outside = " from outside" if end["signal"] in _FROM_OUTSIDE else ""
@@ -105,6 +118,9 @@ def _consequence(end: dict, cause: int) -> str:
         return f"rank {rank} was stopped by {by} after rank {cause}'s end: {why}"
     if end["state"] == "vanished":
         return f"rank {rank} ended without reporting after rank {cause}'s end: {why}"
+    if end["state"] == "killed":  # a consequence only behind a lost node (attribute's first tier)
+        by = f"{end['signal']} ({end['launcher']})"
+        return f"rank {rank} was ended by {by} after rank {cause}'s end: {why}"
     words = end.get("peer_words")
     if words and words not in ("Horovod has been shut down", "HorovodInternalError"):
         return f'rank {rank} failed only because its peer vanished ("{words}" in its log): {why}'
@@ -153,9 +169,12 @@ def failure_lines(
 
 
 def failure_fix(found: dict, style: str = "torch") -> str:
-    """What to do about the cause: what its signal usually means, the fix of a Horovod error,
-    :data:`LEFT_FIRST_FIX` for a rank that left first, else :data:`READ_THE_LOG`."""
+    """What to do about the cause: :data:`NODE_LOST_FIX` for a lost node, what its signal
+    usually means, the fix of a Horovod error, :data:`LEFT_FIRST_FIX` for a rank that left
+    first, else :data:`READ_THE_LOG`."""
     cause = found["cause"]
+    if cause["how"] == "lost":
+        return NODE_LOST_FIX
     if cause["how"] == "killed":
         return SIGNAL_MEANING.get(cause["signal"], READ_THE_LOG)
     if cause["how"] in ("left first", "exited"):
@@ -165,6 +184,54 @@ def failure_fix(found: dict, style: str = "torch") -> str:
         if explained and "Fix: " in explained:
             return explained.split("Fix: ", 1)[1]
     return READ_THE_LOG.replace("rank.N", f"rank.{cause['rank']}")
+
+
+_SSH_TAG = re.compile(r"^\[\d+\]<stderr>:")
+
+
+def _lost_reason(end: dict) -> str:
+    """How the launcher saw a rank on a cluster end, in a few words."""
+    if end.get("how") == "lost" and end["launcher"] == "mpirun":
+        return "lost contact with the node's Open MPI daemon (its ssh ended: node or link down)"
+    if end.get("how") == "lost":
+        return _SSH_TAG.sub("", end["line"]).rstrip(".")  # ssh's "Timeout, server ..."
+    if end.get("signal"):
+        return f"killed by {end['signal']}"
+    code = end.get("exit_code")
+    if code == 255:  # ssh's own status: the session to the rank's node ended
+        return (
+            "its process ended with exit status 255 (255: its ssh session ended: the process "
+            "was killed, or the node or its link went down)"
+        )
+    if code is not None:
+        return f"its process ended with exit status {code}"
+    return _said(end, None, "torch")[0].removeprefix(f"rank {end['rank']} ")
+
+
+def lost_line(record: dict) -> str | None:
+    """``first lost: rank N on host H: REASON``: where a failed run on a cluster started to
+    fail, from run.json's ``failure`` (:func:`workshop.analysis.failure.attribute`'s answer:
+    its cause's ``host``, which the reader takes from run.json's ``cluster.rank_hosts``, and
+    the ranks of ``also`` on that host). None for a run off a cluster or without a cause.
+
+    A run.json written before the host was folded into ``failure`` holds this answer in a key
+    of its own, ``first_failure`` (``{"host", "ranks", "reason", "line"}``); it is read as it
+    stands, so an old record still says its line.
+
+    >>> lost_line({"first_failure": {"host": "nodeb", "ranks": [1], "reason": "Timeout"}})
+    'first lost: rank 1 on host nodeb: Timeout'
+    """
+    if record.get("first_failure"):
+        old = record["first_failure"]
+        ranks, host, reason = old["ranks"], old["host"], old["reason"]
+    else:
+        found = record.get("failure")
+        host = found["cause"].get("host") if found else None
+        if not record.get("cluster") or not host:
+            return None
+        also = [e["rank"] for e in found["also"] if e.get("host") == host]
+        ranks, reason = [found["cause"]["rank"], *also], _lost_reason(found["cause"])
+    return f"first lost: rank {', '.join(map(str, ranks))} on host {host}: {reason}"
 
 
 #: The cause and the fix of ranks started without PMI.

@@ -19,8 +19,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workshop.cluster.hosts import ClusterLaunch, cluster_launch, first_failure
-from workshop.findings.failure import launcher_problem
+from workshop.cluster.hosts import ClusterLaunch, cluster_launch
+from workshop.findings.failure import launcher_problem, lost_line
 from workshop.launch.horovodrun import horovodrun_command, rank_environment
 from workshop.launch.programs import find_program, program_path_env
 from workshop.launch.quiet import ForeignLoad
@@ -354,8 +354,6 @@ def run_one(
         record |= result_fields(run_dir, record["data"])
         if cluster:
             record["cluster"]["rank_hosts_seen"] = hosts_seen(run_dir, config.np)
-        if cluster and record["status"] == "failed":
-            record["first_failure"] = _cluster_failure(run_dir, cluster)
         if record["status"] == "failed":
             found, record["failure"] = failure_record(run_dir, config.np, oom_kills_before)
             launcher_log = run_dir / "logs" / "launcher.log"
@@ -380,22 +378,10 @@ def run_one(
         )  # fmt: skip
         if record.get("launcher_problem"):
             message += f"\n  {record['launcher_problem']}"
-        if record.get("first_failure"):
-            failure = record["first_failure"]
-            message += (
-                f"\n  first lost: rank {', '.join(map(str, failure['ranks']))} on host "
-                f"{failure['host']}: {failure['reason']}"
-            )
+        if lost := lost_line(record):  # on a cluster: the node the failure started on
+            message += f"\n  {lost}"
         raise RunError(message)
     return run_dir
-
-
-def _cluster_failure(run_dir: Path, cluster: ClusterLaunch) -> dict | None:
-    """Which rank, on which host, the launcher reported lost first (see launcher.log)."""
-    log = run_dir / "logs" / "launcher.log"
-    text = log.read_text(errors="replace") if log.exists() else ""
-    hosts = {int(rank): host for rank, host in cluster.record["rank_hosts"].items()}
-    return first_failure(text, hosts)
 
 
 def _require_horovodrun(config: RunConfig) -> None:
