@@ -465,9 +465,11 @@ def test_runner_loads_nothing_beside_the_script_but_its_observer(tmp_path):
     loaded = ast.literal_eval(result.stdout.strip())
     # (the runner itself is __main__)
     # (workshop.lazy: the one lazy-import helper, issue 56; workshop.check hands on its names
-    # through it, so its evidence module no longer loads before anything asks for it)
+    # through it, so its evidence module no longer loads before anything asks for it;
+    # workshop.units: the one atomic JSON write, standard library only)
     assert loaded == [
         "workshop", "workshop.check", "workshop.check.observe", "workshop.lazy", "workshop.paths",
+        "workshop.units",
     ]  # fmt: skip
     # the launcher's names are still there, loaded on first use
     assert check.check_script.__module__ == "workshop.check.launch"

@@ -66,12 +66,13 @@ at the end it writes ``rank.<N>.json`` into the output folder. That file is the 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import threading
 import time
 from pathlib import Path
+
+from workshop.units import write_json_atomic
 
 # Parameters are kept for the first steps only: step 1 (before any update) and step 2 (after
 # the first update, when TensorFlow's usual pattern has just broadcast them).
@@ -297,10 +298,9 @@ class Recorder:
         """``rank.<N>.progress``: :meth:`progress` as JSON, rewritten atomically (the check
         reads it to tell a stall, where nothing moves, from a slow rank)."""
         self.beats += 1
-        path = self.out_dir / f"rank.{self.env_rank}.progress"
-        tmp = path.with_suffix(".progress-tmp")
-        tmp.write_text(json.dumps(self.progress()) + "\n")
-        tmp.replace(path)
+        write_json_atomic(
+            self.out_dir / f"rank.{self.env_rank}.progress", self.progress(), indent=None
+        )
 
     def step(
         self,
@@ -473,8 +473,6 @@ class Recorder:
                     self.hook_errors.append(f"final parameters: {error}")
             payload = self.to_dict(status, exit_code, error, left)
             path = self.out_dir / f"rank.{self.env_rank}.json"
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(payload) + "\n")
-            tmp.replace(path)
+            write_json_atomic(path, payload, indent=None)
             self.written = True
             return path
