@@ -380,3 +380,45 @@ def test_lesson_09s_straggler_gained_more_than_predicted():
     assert straggler.measured_ms > straggler.predicted_ms + straggler.uncertainty_ms
     assert straggler.measured_gain > straggler.predicted_gain
     assert "there the fixed run gained more than predicted" in flat(cell("09", "618b63fa"))
+
+
+def test_lesson_09s_menu_claims_hold_against_the_cases():
+    from workshop.lessons.l09_diagnose import capstone
+
+    text = flat(cell("09", "95f9e285"))
+    cases = [capstone.load(f"case-{n}") for n in range(1, 5)]
+    keys = [capstone.answer_key(case) for case in cases]
+    # "Two of the problems are in none of the cases": c, e, b, d in the cases; a and f not
+    assert "Two of the problems are in none of the cases." in text
+    assert len(set(capstone.PROBLEMS) - {k.problem for k in keys}) == 2
+    # "a problem's number lies well outside it": 2.79 against at most 1.27 (straggler), 0.125
+    # against 1.00 (learning rate), 8.0 against at most 3.38 (fusion), 50.1 against at most
+    # 1.11 (cycle): each beyond twice the healthy maximum, or under half the healthy minimum
+    assert "a problem's number lies well outside it" in text
+    for case, key in zip(cases, keys, strict=True):
+        row = capstone.evidence_table(case).set_index("problem").loc[key.problem]
+        assert row.broken > 2 * row["healthy max"] or row.broken < row["healthy min"] / 2
+
+
+@pytest.mark.filterwarnings("ignore::workshop.readers.TimelineWarning")
+def test_lesson_09s_recordings_as_its_page_describes_them():
+    from workshop.lessons.l09_diagnose import capstone
+    from workshop.lessons.l09_diagnose.findings import SCRIPT_RECORDING
+
+    runs = [
+        wk.open_run(getattr(capstone.load(f"case-{n}"), part))
+        for n in range(1, 5)
+        for part in ("broken", "fixed")
+    ]
+    # "one or two of them [spans never closed]": 0 to 2 per diagnosis run
+    unclosed = [run.timeline.metadata["unclosed"] for run in runs]
+    assert max(unclosed) == 2 and "one or two of them" in flat(cell("09", "539ec696"))
+    # "The diagnosis runs recorded a timeline with the background cycles marked"
+    assert all(len(run.timeline.cycles) > 100 for run in runs)
+    assert "with the background cycles marked (`--mark-cycles`)" in flat(cell("09", "e80ddf43"))
+    # the learner's script run was recorded without --mark-cycles: the page says so (it showed
+    # the command with --mark-cycles only, issue 59)
+    own = wk.open_run(SCRIPT_RECORDING)
+    command = json.loads((own.path / "run.json").read_text())["command"]
+    assert len(own.timeline.cycles) == 0 and "--mark-cycles" not in command
+    assert "recorded without `--mark-cycles`" in flat(cell("09", "48e78dda"))
