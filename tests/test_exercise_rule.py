@@ -1,7 +1,8 @@
 """One rule for exercises (issue 59): a tolerance that follows from the precision the question
 asks for, stated in the question; hints chosen by the slip an answer matches, or by a near miss,
-before the number of tries. Lesson 09 keeps its registered tolerances (its owner converts them);
-every other lesson's numeric exercise states the precision its check uses."""
+before the number of tries. Every converted lesson's numeric exercise states the precision its
+check uses; lesson 09's diagnoses (problem letter, evidence number, fix letter) state theirs for
+the number, the letters being exact."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from workshop.lessons import answers, engine, registry
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-CONVERTED = ("01", "02", "03", "04", "05", "06", "07", "08")
+CONVERTED = ("01", "02", "03", "04", "05", "06", "07", "08", "09")
 EXERCISE_ID = re.compile(r"\*\*Exercise (\d\d\.\d+)\*\*")
 
 
@@ -167,3 +168,100 @@ def test_04_2_takes_the_two_figures_it_asks_for_and_names_a_one_figure_answer(ca
     verdict = registry.exercise("04.2", 0.8, run)
     out = capsys.readouterr().out
     assert verdict.ok is False and "Close, but not to 2 significant figures" in out
+
+
+# Lesson 09's tolerances and the slip each rejects, derived by hand from the recordings
+# (data/capstone/case-N): each diagnosis's evidence number to 3 significant figures, 09.5's
+# gain to 3 decimal places. 09.1, 2.786 (+- 0.005), rejects the ratio of medians (3.250), the
+# upside-down ratio (0.359), step times (1.011), the readiness ticks (0.369) and the fixed
+# run's (1.024); the old 10 % accepted 3.0. 09.2, 0.125 (+- 0.0005), rejects 8 (upside down),
+# 0.25 (np forgotten), 0.354 (the square-root rule) and the fixed run's 1.0. 09.3, 8 responses
+# per step (+- 0.005: exact), rejects 7 and 9 (off by one), 1 (tensors per response) and the
+# fixed run's 1.908; the old 6 % accepted 8.4. 09.4, 50.08 ms (+- 0.05), rejects 0.05008
+# (seconds), 19.97 (cycles per second) and the fixed run's 1.077. 09.5, 3.852 (+- 0.0005),
+# rejects 0.2596 (upside down), 3.863 (the first epoch kept), 3.859 (the rounds' mean), 3.981
+# (the ratio of the medians) and 4.130 (the single diagnosis pair). A slip with another letter
+# (a wrong fix, the decoy) fails by its letter, whatever the number.
+FIXED = "the fixed run's number, a healthy value"
+LESSON_09 = {
+    "09.1": (2.786189, 0.005, {
+        FIXED: 1.0241,
+        "the ratio of the ranks' medians: the menu asks for the lower quartiles": 3.250367,
+        "the faster rank over the slower: upside down": 0.358913,
+        "step times, waiting included: the other rank waits as long": 1.010554,
+        "the readiness ticks the lesson warns about: cycles the latest rank is behind": 0.36875,
+    }),
+    "09.2": (0.125, 0.0005, {
+        FIXED: 1.0,
+        "the linear rule's LR over the one used: upside down": 8.0,
+        "np forgotten: the per-worker batch over the base": 0.25,
+        "the square-root rule's LR": 0.353553,
+    }),
+    "09.3": (8.0, 0.005, {
+        FIXED: 1.908333,
+        "off by one: a response fewer per step": 7.0,
+        "off by one: a response more per step": 9.0,
+        "tensors per response, not responses per step": 1.0,
+    }),
+    "09.4": (50.078, 0.05, {
+        FIXED: 1.077,
+        "seconds, not ms": 0.050078,
+        "cycles per second, not ms between them": 19.968849,
+    }),
+    "09.5": (3.852290, 0.0005, {
+        "broken over fixed: upside down": 0.259586,
+        "the first epoch kept": 3.863072,
+        "the mean of the rounds' gains": 3.858702,
+        "the ratio of the medians, not the median of each round's ratio": 3.981273,
+        "the single diagnosis pair": 4.130495,
+    }),
+}  # fmt: skip
+
+
+def _number(value):
+    return value[1] if isinstance(value, tuple) else value
+
+
+@pytest.mark.filterwarnings("ignore::workshop.readers.TimelineWarning")
+@pytest.mark.parametrize("exercise", sorted(LESSON_09))
+def test_lesson_09s_tolerances_reject_each_named_slip(exercise):
+    want, tolerance, slips = LESSON_09[exercise]
+    data = registry.recorded(exercise)
+    item = registry.entry(exercise)
+    expected = registry.expected(exercise, *data)
+    assert _number(expected) == pytest.approx(want, abs=1e-6)
+    allowed = registry.tolerances_of(item, expected)
+    assert allowed == {"rel_tol": 0.0, "abs_tol": pytest.approx(tolerance)}
+    letters = (expected[0], expected[2]) if isinstance(expected, tuple) else None
+    numbers, by_letter = {}, []
+    for why, value in registry.slips(exercise, *data):
+        if letters and (value[0], value[2]) != letters:
+            by_letter.append(why)  # a wrong fix or the decoy: its letter fails it
+        else:
+            numbers[why] = _number(value)
+    assert numbers == pytest.approx(slips, abs=1e-6)
+    for why, value in slips.items():
+        assert abs(value - want) > tolerance, f"{exercise}: {why} is within the tolerance"
+        answer = (letters[0], value, letters[1]) if letters else value
+        assert not registry.exercise(exercise, answer, *data).ok, why
+    for why, value in registry.slips(exercise, *data):
+        if why in by_letter:
+            assert not registry.exercise(exercise, value, *data).ok, why
+
+
+@pytest.mark.filterwarnings("ignore::workshop.readers.TimelineWarning")
+def test_09_takes_3_figures_and_names_a_2_figure_diagnosis_a_near_miss(capsys):
+    (run,) = registry.recorded("09.1")
+    assert registry.exercise("09.1", ("c", 2.79, "f"), run).ok  # 2.786: 3 figures
+    engine.reset()
+    # 2.8 passed the old 10 %, and so did 3.0; now 2.8 is told it is close, 3.0 is not
+    verdict = registry.exercise("09.1", ("c", 2.8, "f"), run)
+    out = capsys.readouterr().out
+    assert verdict.ok is False and "Close, but not to 3 significant figures" in out
+    verdict = registry.exercise("09.1", ("c", 3.0, "f"), run)
+    assert verdict.ok is False and "Close, but" not in capsys.readouterr().out
+    # the right number with a wrong letter is no near miss: the letters are exact
+    registry.exercise("09.1", ("c", 2.8, "b"), run)
+    assert "Close, but" not in capsys.readouterr().out
+    (slow,) = registry.recorded("09.3")
+    assert not registry.exercise("09.3", ("b", 8.4, "e"), slow).ok  # the old 6 % took it

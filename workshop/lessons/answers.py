@@ -56,42 +56,56 @@ def matches(answer, expected, rel_tol: float, abs_tol: float) -> bool:
 
 def precision_tolerance(expected, *, sig_figs: int = 0, decimals: int = 0) -> float:
     """Half a unit of the last digit a question asks for: the absolute tolerance of an answer
-    given "to ``sig_figs`` significant figures" (of ``expected``; of its smallest item for a
-    ranking of numbers) or "to ``decimals`` decimal places" (one of the two).
+    given "to ``sig_figs`` significant figures" (of ``expected``; of its smallest number for a
+    tuple: a ranking of numbers, or a diagnosis (letter, number, letter), whose letters match
+    exactly) or "to ``decimals`` decimal places" (one of the two).
 
     >>> precision_tolerance(0.3638, sig_figs=2), precision_tolerance(8.36, sig_figs=2)
     (0.005, 0.05)
     >>> precision_tolerance(3.27, decimals=2), precision_tolerance(46.05, sig_figs=2)
     (0.005, 0.5)
+    >>> precision_tolerance(("c", 2.786, "f"), sig_figs=3)
+    0.005
     """
     if bool(sig_figs) == bool(decimals) or min(sig_figs, decimals) < 0:
         raise ValueError("precision: give sig_figs or decimals, one of them, > 0")
     if decimals:
         return 0.5 * 10.0**-decimals
     values = [plain(v) for v in expected] if isinstance(expected, (tuple, list)) else [expected]
-    smallest = min(abs(float(plain(v))) for v in values)
+    numbers = [v for v in values if is_number(v)]
+    if not numbers:
+        raise ValueError(f"precision: no number in {expected!r}")
+    smallest = min(abs(float(v)) for v in numbers)
     if smallest == 0:
         raise ValueError("precision: significant figures of 0 are undefined; ask for decimals")
     return round(0.5 * 10.0 ** (math.floor(math.log10(smallest)) - sig_figs + 1), 12)
 
 
 def near(answer, expected, rel_tol: float, abs_tol: float) -> bool:
-    """A number (or ranking of numbers) within :data:`NEAR` tolerances of ``expected``, and
-    within :data:`NEAR_AT_MOST` of it relatively.
+    """A number (or a tuple's numbers, its letters right) within :data:`NEAR` tolerances of
+    ``expected``, and within :data:`NEAR_AT_MOST` of it relatively.
 
     >>> near(0.37, 0.3638, 0.0, 0.005), near(0.30, 0.3638, 0.0, 0.005)
     (True, False)
     >>> near(150, 130, 0.15, 0.0), near(260, 130, 0.15, 0.0)
     (False, False)
+    >>> right = ("c", 2.786, "f")
+    >>> near(("c", 2.78, "f"), right, 0.0, 0.005), near(("c", 2.78, "b"), right, 0.0, 0.005)
+    (True, False)
     """
     answer, expected = plain(answer), plain(expected)
     if not (rel_tol or abs_tol):
         return False
     if isinstance(expected, (tuple, list)):
+        # each number near its own, each letter right: ("c", 2.78, "f") for ("c", 2.786, "f")
         return (
             isinstance(answer, (tuple, list))
             and len(answer) == len(expected)
-            and all(near(a, e, rel_tol, abs_tol) for a, e in zip(answer, expected, strict=True))
+            and any(is_number(e) for e in expected)
+            and all(
+                near(a, e, rel_tol, abs_tol) if is_number(e) else matches(a, e, 0.0, 0.0)
+                for a, e in zip(answer, expected, strict=True)
+            )
         )
     if not (is_number(expected) and is_number(answer)) or math.isnan(answer):
         return False

@@ -148,7 +148,7 @@ EXERCISES = (
         "steps (a straggler is slow in every step): one rank's is far above the other's, and "
         "nothing in run.json differs between the ranks, so the cause is other work on its core.",
         minutes=10,
-        rel_tol=capstone.EVIDENCE_REL_TOL,
+        sig_figs=capstone.SIG_FIGS,
     ),
     _diagnosis(
         2,
@@ -166,7 +166,7 @@ EXERCISES = (
         "The accuracy suffers, not the speed: the global batch is np x batch_size, the linear "
         "rule scales the LR by global / base, and the run kept the unscaled LR.",
         minutes=6,
-        rel_tol=capstone.EVIDENCE_REL_TOL,
+        sig_figs=capstone.SIG_FIGS,
     ),
     _diagnosis(
         3,
@@ -183,7 +183,7 @@ EXERCISES = (
         "Count the responses that carry a gradient, per training step: one response per "
         "gradient tensor means nothing was fused.",
         minutes=8,
-        rel_tol=0.06,  # a count: one response more or fewer of 8 fails
+        sig_figs=capstone.SIG_FIGS,  # a count of 8 within 0.005: 7 and 9 fail
     ),
     _diagnosis(
         4,
@@ -194,14 +194,14 @@ EXERCISES = (
         "The background thread starts a cycle at most once per HOROVOD_CYCLE_TIME: the median "
         "gap between cycle starts is far above the 1 ms default.",
         minutes=6,
-        rel_tol=capstone.EVIDENCE_REL_TOL,
+        sig_figs=capstone.SIG_FIGS,
     ),
     Exercise(
         "09.5",
         data=("broken",),
         recorded={"broken": GAIN_RECORDING},
         expected=lambda b: float(_gain(b).gain.median()),
-        rel_tol=capstone.GAIN_REL_TOL,
+        decimals=capstone.GAIN_DECIMALS,
         hints=(
             "Which lines of each metrics.jsonl count, and which two columns make a throughput?",
             "For each round N: read repeats/broken-N and repeats/fixed-N, drop the first "

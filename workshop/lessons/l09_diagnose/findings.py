@@ -243,8 +243,9 @@ def menu() -> str:
     problems, fixes = capstone.menu()
     return (
         "**Problems**\n\n" + _markdown(problems) + "\n\n**Fixes**\n\n" + _markdown(fixes) + "\n\n"
-        f"An evidence number counts as right within {capstone.EVIDENCE_REL_TOL:.0%} of the "
-        "value measured on the broken run; a count, within half of one."
+        f"Give the evidence number to {capstone.SIG_FIGS} significant figures, as each "
+        "exercise asks: it counts as right within half a unit of the last of them from the "
+        "value measured on the broken run (so a count must be exact)."
     )
 
 
