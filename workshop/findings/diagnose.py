@@ -74,7 +74,14 @@ def explain(row: dict, step: float) -> str:
             )
         else:
             text += "; the ranks' CPU wait is not recorded, so its cause is not measured"
-        return text + f": giving it the others' speed saves {saving} per step"
+        text += f": giving it the others' speed saves {saving} per step"
+        if n.get("cause") == "other_work" and "at_most_ms" in n:
+            # its own wait is the allreduce itself, which the shared core may slow as well
+            text += (
+                f", up to {_ms(n['at_most_ms'])} if the shared core also slowed its part of "
+                f"the allreduce (it waits {_ms(n['own_wait_ms'])} per step there itself)"
+            )
+        return text
     if p == "long_cycle_time":
         if n["cycle_ms"] <= 1:
             return f"the cycle time is {n['cycle_ms']:g} ms (Horovod's default): nothing to save"

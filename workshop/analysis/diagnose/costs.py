@@ -130,6 +130,11 @@ def straggler_cost(record: dict, steps: pd.DataFrame) -> Cost:
     (Horovod's background thread, the collective library's), which no fix to one rank removes,
     so that part is left out. The saving is at most the others' measured wait.
 
+    It is the saving's lower end: the straggler arrives last at each allreduce, so its own
+    wait is the communication itself (``own_wait_ms``), and a core shared with other work can
+    slow its part of that too, which one run cannot separate from the communication's own
+    time; the fix saves at most that wait more (``at_most_ms``).
+
     Without the ranks' CPU wait the cause is not measured: the estimate is the whole extra
     compute (estimator ``"no_cpu_wait"``, whose noise on healthy runs is larger)."""
     wide = step_table(steps)
@@ -177,6 +182,8 @@ def straggler_cost(record: dict, steps: pd.DataFrame) -> Cost:
         others_wait = float(wait.drop(columns=rank).median(axis=1).median())
         numbers["others_wait_ms"] = others_wait
         saving = min(saving, others_wait)
+        numbers["own_wait_ms"] = float(wait[rank].median())
+        numbers["at_most_ms"] = saving + numbers["own_wait_ms"]
     return Cost("straggler", True, saving, Z * se, rank, numbers, estimator=estimator)
 
 
