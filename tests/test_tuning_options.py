@@ -29,9 +29,10 @@ def test_every_option_is_a_run_config_field_and_every_knob_an_option():
     fields = set(RunConfig.__dataclass_fields__)
     names = [option.field for option in CLI_OPTIONS]
     assert len(names) == len(set(names)) and set(names) <= fields
-    # launcher is set by `workshop run --launcher` (clusters), script and its arguments by
-    # `workshop run --script FILE -- ARGS`: not run options of the table
-    assert fields - set(names) == {"launcher", "script", "script_args"}
+    # launcher is set by `workshop run --launcher` (clusters), script, its arguments and its
+    # profiler by `workshop run --script FILE [--profile-steps N] -- ARGS`: not run options of
+    # the table
+    assert fields - set(names) == {"launcher", "script", "script_args", "profile_steps"}
     assert {setting.field for setting in HOROVOD_SETTINGS} <= set(names)
     assert {"compression", "cache_capacity", "backward_passes_per_step"} <= set(GRID_FIELDS)
 
