@@ -30,7 +30,7 @@ TIME_TO_LEARN = re.compile(
 #: teaching time: the limit below.
 CORE = ("00", "01", "02", "03", "04", "06", "09")
 #: Lessons for after the core track (deeper material).
-OPTIONAL = ("05", "07", "08")
+OPTIONAL = ("05", "07", "08", "10")
 CORE_LIMIT_MIN = 270
 # A lesson a prerequisite names: its notebook's file name, "lesson NN" or "lessons NN".
 LESSON_REFERENCE = re.compile(r"\b(\d\d)-[\w-]+\.ipynb|\blessons? (\d\d)\b")

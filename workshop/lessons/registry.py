@@ -63,6 +63,7 @@ LESSON_MODULES = {
     "07": "l07_batch_lr",
     "08": "l08_tuning",
     "09": "l09_diagnose",
+    "10": "l10_ddp",
 }
 
 

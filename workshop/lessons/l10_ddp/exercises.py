@@ -16,7 +16,9 @@ from workshop.lessons.l10_ddp.findings import (
     cap0_cost,
     failed_practices,
     horovod_fusion,
+    others_compute_ms,
     overlap_fraction,
+    straggler_answer,
 )
 
 #: The recordings the lesson opens by default.
@@ -26,6 +28,7 @@ RECORDINGS = {
     "ddp_cap0": "ddp-lesson/buckets/round-1/cap0",
     "buckets": "ddp-lesson/buckets",
     "check": "ddp-lesson/check",
+    "straggler": "diagnose/ddp/ddp-straggler",
 }
 
 
@@ -127,15 +130,51 @@ EXERCISES = (
 )
 
 
+def _other_rank(run) -> tuple[float, float, float]:
+    compute, saving, share = straggler_answer(run)
+    return others_compute_ms(run), saving, share
+
+
+def _whole_compute(run) -> tuple[float, float, float]:
+    compute, saving, share = straggler_answer(run)
+    return compute, compute, share * compute / saving
+
+
+DIAGNOSE = Exercise(
+    "10.5",
+    data=("straggler",),
+    recorded=_on("straggler"),
+    expected=straggler_answer,
+    rel_tol=0.2,
+    hints=(
+        "Which rank's own compute per step (`compute_s` in the step files) is longer, step by "
+        "step, and by how much?",
+        "The rank whose compute is longer in every step is the one the other waits for at the "
+        "allreduce: its extra compute per step (its compute minus the other's, median over the "
+        "steps) is what its fix saves, and that over the median step is the share.",
+    ),
+    slips=(
+        Slip("the compute of the rank that waits, not of the one it waits for", _other_rank),
+        Slip("the slow rank's whole compute as the saving, not its extra", _whole_compute),
+    ),
+    solution="workshop diagnose's straggler: its median compute per step, its extra compute "
+    "per step that the other waits for (the fix's saving), and that share of the step.",
+    minutes=8,
+)
+EXERCISES = (*EXERCISES, DIAGNOSE)
+
+
 def _finding(name: str, text, data: tuple[str, ...], after: tuple[str, ...] = ()) -> Finding:
     return Finding(f"10.{name}", data, text, after=after)
 
 
 FINDINGS = (
     _finding("same-model", said.same_model, ("fusion", "ddp")),
+    _finding("rank-branch", said.rank_branch, ("check",)),
     _finding("one-bucket", said.one_bucket, ("ddp",), after=("10.2",)),
     _finding("buckets-table", said.buckets_table, ("buckets",), after=("10.3",)),
     _finding("buckets-cost", said.buckets_cost, ("buckets", "fusion"), after=("10.3",)),
     _finding("check-mistake", said.check_report, ("check",), after=("10.4",)),
     _finding("check-fixed", said.check_fixed, ("check",), after=("10.4",)),
+    _finding("diagnosis", said.diagnosis, ("straggler",), after=("10.5",)),
 )

@@ -7,6 +7,7 @@ against Horovod's fusion, the recorded ``workshop check`` of the lesson's DDP sc
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from functools import cache
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from workshop.analysis import knob_effect, step_breakdown, trace_summary
+from workshop.findings.diagnose import diagnose_run, diagnose_text
 from workshop.lessons.l08_tuning.findings import fusion_comm, sweep_runs
 from workshop.readers.torch_trace import TorchTrace, read_torch_traces
 
@@ -85,7 +87,7 @@ def bucket_rounds(buckets) -> pd.DataFrame:
     """Per round (index ``round``) of ``data/ddp-lesson/buckets``: ``<setting>_step_ms``
     (:func:`step_ms`), ``<setting>_buckets``, ``<setting>_overlap`` for ``default`` (DDP's 25
     MiB) and ``cap0`` (``bucket_cap_mb=0``), and ``ratio``: cap0's step over the default's in
-    the same round (the two ran back to back)."""
+    the same round (the two ran one after the other)."""
     return _rounds(_path(buckets))
 
 
@@ -157,8 +159,8 @@ def buckets_cost(buckets, fusion) -> str:
         f"{table.cap0_buckets.iloc[0]:.0f} allreduces pays Gloo's fixed cost per collective, "
         "and on 2 shared cores the hidden part is not free. Horovod with fusion off "
         f"({hvd.ops_per_step:.0f} allreduces per step) reached {hvd.ratio:.2f}x the default's "
-        f"throughput (lesson 08, median of {hvd.runs:.0f} runs each): the same cost, seen "
-        "from the other side (throughput is the inverse of the step time)."
+        f"throughput (lesson 08, median of {hvd.runs:.0f} runs each, not interleaved): a step "
+        f"{1 / hvd.ratio:.2f}x as long."
     )
 
 
@@ -189,9 +191,81 @@ def check_report(check, name: str = "mistake") -> str:
 def check_fixed(check) -> str:
     mistake, fixed = _check(check, "mistake"), _check(check, "fixed")
     ok = [p for p, f in fixed["report"]["checks"].items() if f["ok"]]
+    failing = len(failed_practices(check, "fixed"))
     return (
         f"The fix is lesson 02's `ddp_torch.py`: its recorded check has "
-        f"**{len(failed_practices(check, 'fixed'))}** practice failing, {len(ok)} of "
+        f"**{failing}** practice{'' if failing == 1 else 's'} failing, {len(ok)} of "
         f"{len(fixed['report']['checks'])} OK (exit code {fixed['report']['exit_code']}; the "
         f"script with the mistake: exit code {mistake['report']['exit_code']})."
+    )
+
+
+def _diagnosis(path: str) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a reader's note on a cut file is not the lesson's
+        return diagnose_run(path)
+
+
+@cache
+def _straggler(path: str) -> dict:
+    result = _diagnosis(path)
+    top = result["findings"][0] if result["findings"] else {}
+    if top.get("problem") != "straggler":
+        raise ValueError(f"{path}: workshop diagnose names no straggler first: {top}")
+    cost = next(c for c in result["costs"] if c["problem"] == "straggler")
+    numbers = cost["numbers"]
+    return top | {
+        "step_ms": result["step_ms"],
+        "compute_ms": numbers["compute_ms"],
+        "others_compute_ms": numbers["others_compute_ms"],
+    }
+
+
+def straggler(run) -> tuple[int, float, float]:
+    """``workshop diagnose``'s straggler on a run: (its rank, the time per step its fix would
+    save in ms, that saving as a share of the step)."""
+    top = _straggler(_path(run))
+    return int(top["rank"]), float(top["saving_ms"]), float(top["share"])
+
+
+def diagnosis(run) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = diagnose_text(_path(run))
+    return f"`workshop diagnose {Path(_path(run)).name}` says:\n\n```text\n{text}\n```"
+
+
+def straggler_answer(run) -> tuple[float, float, float]:
+    """Exercise 10.5's answer from ``workshop diagnose``: (the straggler's median compute per
+    step in ms, the time per step its fix would save in ms, that saving's share of the step)."""
+    top = _straggler(_path(run))
+    return float(top["compute_ms"]), float(top["saving_ms"]), float(top["share"])
+
+
+def others_compute_ms(run) -> float:
+    """The median compute per step of the ranks that wait for the straggler, ms."""
+    return float(_straggler(_path(run))["others_compute_ms"])
+
+
+def rank_branch(check) -> str:
+    """The recorded check of programs/ddp_rank_branch.py (rank 1 skips a layer): which rank
+    crashed and with what, which parameters got no gradient, which rank never finished a step."""
+    found = _check(check, "rank-branch")
+    report = found["report"]
+    error = report["error"] or ""
+    crashed = re.search(r"crashed on rank (\d+): (\w+): (.+?)\.", error)
+    missing = re.search(r"Parameters which did not receive grad for rank (\d+): (.+)", error)
+    stuck = sorted({int(r) for c in report["checks"].values()
+                    for r in re.findall(r"no optimizer step was seen on rank (\d+)",
+                                        c["evidence"])})  # fmt: skip
+    if not crashed or not missing:
+        raise ValueError(f"{check}: the rank-branch check did not crash with DDP's error")
+    waited = ", ".join(f"rank {r}" for r in stuck) or "no rank"
+    return (
+        f"`{' '.join(found['command'])}` (recorded {found['recorded_at'][:10]}): exit code "
+        f"{report['exit_code']}. Rank **{crashed[1]}** stopped with `{crashed[2]}: "
+        f"{crashed[3]}.`; the parameters that got no gradient on rank {missing[1]}: "
+        f"`{missing[2].strip()}`. The checker saw no optimizer step on **{waited}**: it never "
+        "finished its first step, waiting in the allreduce of a bucket rank "
+        f"{crashed[1]} never launched, until torchrun stopped it."
     )

@@ -24,9 +24,10 @@ NP = 2
 #: The bucket sizes the lesson compares: DDP's default (``bucket_cap_mb`` left out: 25 MiB)
 #: and 0 (every gradient tensor a bucket of its own: no two are reduced together).
 BUCKETS = {"default": None, "cap0": 0.0}
-#: ``workshop check``'s arguments for the lesson's scripts: 10 steps of each epoch (and a
-#: temporary checkpoint folder, so that the saves are judged).
-CHECK_ARGS = ("--steps", "10")
+BRANCH = PROGRAMS / "ddp_rank_branch.py"
+#: ``workshop check``'s arguments for the lesson's scripts: 10 steps of each epoch, and a
+#: temporary checkpoint folder (``{ckpt}``), so that the saves are judged.
+CHECK_ARGS = ("--steps", "10", "--checkpoint", "{ckpt}")
 
 
 def _from_top(path: Path) -> str:
@@ -80,31 +81,31 @@ def record_traces(target: Path, bucket_cap_mb: float | None = None) -> dict:
     }
 
 
-def record_check(script: Path) -> dict:
-    """``workshop check`` on ``script`` (:data:`CHECK_ARGS`, 2 ranks): its report as
-    ``workshop check --json`` writes it, its text, and the command."""
+def record_check(script: Path, args: tuple[str, ...] = CHECK_ARGS) -> dict:
+    """``workshop check`` on ``script`` with ``args`` (2 ranks; ``"{ckpt}"`` in ``args``: a
+    temporary folder, written ``CHECKPOINT_DIR``): its report as ``workshop check --json``
+    writes it, its text, and the command."""
     from workshop import check
 
     with tempfile.TemporaryDirectory() as folder:
-        args = (*CHECK_ARGS, "--checkpoint", folder)
-        report = check.check_script(script, np=NP, args=args, cwd=folder, quiet=True)
-        evidence = {
-            name: {**value, "evidence": value["evidence"].replace(folder, "CHECKPOINT_DIR")}
-            for name, value in report.to_dict()["checks"].items()
+        given = tuple(a.replace("{ckpt}", folder) for a in args)
+        report = check.check_script(script, np=NP, args=given, cwd=folder, quiet=True)
+        found = report.to_dict()
+
+        def here(text):
+            # the machine's own paths mean nothing elsewhere: the script from the repository's
+            # top, the temporary folder by its placeholder
+            text = text.replace(folder, "CHECKPOINT_DIR")
+            return text.replace(str(script.parent) + "/", _from_top(script.parent) + "/")
+
+        checks = {
+            name: {**value, "evidence": here(value["evidence"])}
+            for name, value in found["checks"].items()
         }
-        text = report.text().replace(folder, "CHECKPOINT_DIR")
-    return {
-        "command": [
-            "workshop",
-            "check",
-            script.name,
-            "-np",
-            str(NP),
-            "--",
-            *CHECK_ARGS,
-            "--checkpoint",
-            "CHECKPOINT_DIR",
-        ],  # fmt: skip
-        "report": {**report.to_dict(), "checks": evidence},
-        "text": text,
-    }
+        text = here(report.text())
+        found |= {"checks": checks, "script": here(str(script))}
+        for key in ("error", "traceback"):
+            found[key] = here(found[key]) if found[key] else found[key]
+    shown = [a.replace("{ckpt}", "CHECKPOINT_DIR") for a in args]
+    command = ["workshop", "check", _from_top(script), "-np", str(NP), "--", *shown]
+    return {"command": command, "report": found, "text": text}

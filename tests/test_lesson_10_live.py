@@ -1,0 +1,51 @@
+"""Lesson 10's LIVE path for real (issue 58 item 3): the profiled DDP program of lesson 02's
+model under torchrun, as the notebook runs it with ``LIVE = True`` and as
+scripts/record_lesson10.py records data/ddp-lesson/, writes one readable trace per rank; DDP's
+default buckets reduce the model in one allreduce per step, ``bucket_cap_mb=0`` in one per
+gradient tensor."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from workshop.analysis import step_breakdown
+from workshop.lessons.l10_ddp import findings, record
+
+
+@pytest.mark.live
+def test_the_profiled_ddp_program_records_a_trace_per_rank(tmp_path, cpu_lock):
+    default = record.record_traces(tmp_path / "default")
+    cap0 = record.record_traces(tmp_path / "cap0", bucket_cap_mb=0)
+    shown = "workshop/lessons/l10_ddp/programs/ddp_profiled.py"
+    assert shown in default["command"] and "--bucket-cap-mb" not in default["command"]
+    assert cap0["command"].endswith(f"{tmp_path / 'cap0' / 'traces'} --bucket-cap-mb 0")
+    assert sorted(p.name for p in (tmp_path / "cap0" / "traces").iterdir()) == [
+        "rank0.json.gz", "rank1.json.gz"
+    ]  # fmt: skip
+    table = step_breakdown(findings.traces(tmp_path / "default"))
+    # schedule(wait=4, warmup=1, active=5): steps 5 to 9 on both ranks
+    assert sorted(table["rank"].unique()) == [0, 1] and sorted(table.step.unique()) == [
+        5,
+        6,
+        7,
+        8,
+        9,
+    ]
+    assert findings.buckets_per_step(tmp_path / "default") == 1
+    # the CNN's 8 gradient tensors (2 convolutions, 2 linear layers: weight and bias each)
+    assert findings.buckets_per_step(tmp_path / "cap0") == 8
+
+
+@pytest.mark.live
+def test_the_rank_branch_program_runs_with_find_unused_parameters(cpu_lock):
+    # the lesson's remedy for a rank whose graph differs: DDP marks the parameters that got no
+    # gradient as ready after each forward pass, and every rank finishes every step
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"]
+    command = [*launch, "2", str(record.BRANCH), "--steps", "3", "--find-unused"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: step 2 done" in done.stdout
