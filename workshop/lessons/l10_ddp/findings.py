@@ -75,6 +75,9 @@ def _rounds(path: str) -> pd.DataFrame:
             row[f"{setting}_step_ms"] = step_ms(run)
             row[f"{setting}_buckets"] = buckets_per_step(run)
             row[f"{setting}_overlap"] = overlap_fraction(run)
+            table = step_breakdown(traces(run))
+            row[f"{setting}_busy_ms"] = float(table.comm_busy_us.median() / 1e3)
+            row[f"{setting}_exposed_ms"] = float(table.exposed_comm_us.median() / 1e3)
         rows.append(row)
     if not rows:
         raise FileNotFoundError(f"{path}: no round-N folders (scripts/record_lesson10.py)")
@@ -85,9 +88,11 @@ def _rounds(path: str) -> pd.DataFrame:
 
 def bucket_rounds(buckets) -> pd.DataFrame:
     """Per round (index ``round``) of ``data/ddp-lesson/buckets``: ``<setting>_step_ms``
-    (:func:`step_ms`), ``<setting>_buckets``, ``<setting>_overlap`` for ``default`` (DDP's 25
-    MiB) and ``cap0`` (``bucket_cap_mb=0``), and ``ratio``: cap0's step over the default's in
-    the same round (the two ran one after the other)."""
+    (:func:`step_ms`), ``<setting>_buckets``, ``<setting>_overlap``, ``<setting>_busy_ms``
+    (median per step of the time an allreduce ran) and ``<setting>_exposed_ms`` (of the part
+    of it outside the backward pass) for ``default`` (DDP's 25 MiB) and ``cap0``
+    (``bucket_cap_mb=0``), and ``ratio``: cap0's step over the default's in the same round (the
+    two ran one after the other)."""
     return _rounds(_path(buckets))
 
 
@@ -137,27 +142,39 @@ def one_bucket(ddp) -> str:
 
 def buckets_table(buckets) -> str:
     table = bucket_rounds(buckets)
-    lines = ["| round | step, default (ms) | step, cap 0 (ms) | buckets | overlap, default | "
-             "overlap, cap 0 | cap 0 / default |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| round | step (ms) | buckets | allreduce busy (ms) | during backward | "
+             "exposed (ms) | cap 0 / default |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for n, row in table.iterrows():
         lines.append(
-            f"| {n} | {row.default_step_ms:.1f} | {row.cap0_step_ms:.1f} | "
-            f"{row.default_buckets:.0f} / {row.cap0_buckets:.0f} | {row.default_overlap:.0%} | "
-            f"{row.cap0_overlap:.0%} | {row.ratio:.2f} |"
+            f"| {n} | {row.default_step_ms:.1f} / {row.cap0_step_ms:.1f} | "
+            f"{row.default_buckets:.0f} / {row.cap0_buckets:.0f} | "
+            f"{row.default_busy_ms:.1f} / {row.cap0_busy_ms:.1f} | "
+            f"{row.default_overlap:.0%} / {row.cap0_overlap:.0%} | "
+            f"{row.default_exposed_ms:.1f} / {row.cap0_exposed_ms:.1f} | {row.ratio:.2f} |"
         )
+    lines.append("")
+    lines.append(
+        "Each cell: DDP's default buckets / `bucket_cap_mb=0`. Step, busy and exposed: medians "
+        "per step; during backward: the share of the busy time, over all profiled steps."
+    )
     return "\n".join(lines)
 
 
 def buckets_cost(buckets, fusion) -> str:
     table, hvd = bucket_rounds(buckets), horovod_fusion(fusion).loc[0.0]
     same_side = "every round" if (table.ratio > 1).all() else "not every round"
+    exposed_more = table.cap0_exposed_ms.median() > table.default_exposed_ms.median()
     return (
         f"`bucket_cap_mb=0` made the step **{cap0_cost(buckets):.2f}x** as long (median of "
         f"{len(table)} rounds, {table.ratio.min():.2f}x to {table.ratio.max():.2f}x; longer "
         f"in {same_side}), although up to {table.cap0_overlap.max():.0%} of its communication "
-        "now ran during the backward pass: each of the "
-        f"{table.cap0_buckets.iloc[0]:.0f} allreduces pays Gloo's fixed cost per collective, "
-        "and on 2 shared cores the hidden part is not free. Horovod with fusion off "
+        f"now ran during the backward pass: its {table.cap0_buckets.iloc[0]:.0f} allreduces "
+        f"kept Gloo busy {table.cap0_busy_ms.median():.1f} ms per step against "
+        f"{table.default_busy_ms.median():.1f} ms for the default's one, and "
+        f"{table.cap0_exposed_ms.median():.1f} ms of it ran outside the backward pass against "
+        f"{table.default_exposed_ms.median():.1f} ms (medians over the rounds): "
+        f"{'more' if exposed_more else 'less'} waiting for the allreduces after the backward "
+        "pass. Horovod with fusion off "
         f"({hvd.ops_per_step:.0f} allreduces per step) reached {hvd.ratio:.2f}x the default's "
         f"throughput (lesson 08, median of {hvd.runs:.0f} runs each, not interleaved): a step "
         f"{1 / hvd.ratio:.2f}x as long."
