@@ -17,6 +17,7 @@ from test_lesson_claims import NOTEBOOKS, REPO, caption, flat
 from test_lesson_claims_inventory import CAPTION_CLAIM, CITES, CLAIM
 
 import workshop as wk
+from workshop.lessons.l08_tuning.findings import sweep_runs
 from workshop.lessons.l10_ddp import findings as said
 from workshop.lessons.l10_ddp.exercises import RECORDINGS
 
@@ -208,3 +209,17 @@ def test_the_stated_time_is_its_exercises_and_its_reading():
     stated = table["10"].minutes + table["10"].optional
     assert stated == 5 * math.floor(derived / 5 + 0.5), (stated, derived, rate)
     assert stated != 5 * math.floor(sum(minutes["10"]) / 5 + 0.5)  # not the exercises alone
+
+
+def test_turning_fusing_off_cost_time_in_both_frameworks(runs):
+    # the Summary: "Turning fusing off (one allreduce per gradient) cost time here in both
+    # frameworks": DDP's step longer in every round, Horovod's throughput lower beyond the
+    # spread of its repeats (lesson 08's ranges do not overlap)
+    summary = flat("".join("".join(c["source"]) for c in _cells() if c["id"] == "a10c0038"))
+    assert "cost time here in both frameworks" in summary
+    assert (said.bucket_rounds(runs["buckets"]).ratio > 1).all()
+    effect = wk.analysis.knob_effect(
+        sweep_runs(runs["fusion"]),
+        "fusion_threshold_mb", "samples_per_s", 128,
+    ).set_index("fusion_threshold_mb")  # fmt: skip
+    assert effect.ratio[0.0] < 1 and not effect.overlaps[0.0]
