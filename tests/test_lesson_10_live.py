@@ -1,11 +1,12 @@
-"""Lesson 10's LIVE path for real (issue 58 item 3): the profiled DDP program of lesson 02's
-model under torchrun, as the notebook runs it with ``LIVE = True`` and as
+"""Lesson 10's LIVE path for real (issue 58 item 3): lesson 02's DDP model under ``workshop run
+--script ... --profile-steps``, as the notebook runs it with ``LIVE = True`` and as
 scripts/record_lesson10.py records data/ddp-lesson/, writes one readable trace per rank; DDP's
 default buckets reduce the model in one allreduce per step, ``bucket_cap_mb=0`` in one per
 gradient tensor."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -19,24 +20,21 @@ from workshop.lessons.l10_ddp import findings, record
 def test_the_profiled_ddp_program_records_a_trace_per_rank(tmp_path, cpu_lock):
     default = record.record_traces(tmp_path / "default")
     cap0 = record.record_traces(tmp_path / "cap0", bucket_cap_mb=0)
-    shown = "workshop/lessons/l10_ddp/programs/ddp_profiled.py"
-    assert shown in default["command"] and "--bucket-cap-mb" not in default["command"]
-    assert cap0["command"].endswith(f"{tmp_path / 'cap0' / 'traces'} --bucket-cap-mb 0")
-    assert sorted(p.name for p in (tmp_path / "cap0" / "traces").iterdir()) == [
+    run = json.loads((cap0 / "run.json").read_text())
+    shown = "workshop/lessons/l10_ddp/programs/ddp_buckets.py"
+    assert run["command"][:6] == ["workshop", "run", "-np", "2", "--script", shown]
+    assert run["command"][-2:] == ["--bucket-cap-mb", "0"] and run["engine"] == "ddp"
+    assert run["ddp_settings"]["bucket_cap_mb"] == 0
+    assert sorted(p.name for p in (cap0 / "traces").iterdir()) == [
         "rank0.json.gz", "rank1.json.gz"
     ]  # fmt: skip
-    table = step_breakdown(findings.traces(tmp_path / "default"))
-    # schedule(wait=4, warmup=1, active=5): steps 5 to 9 on both ranks
-    assert sorted(table["rank"].unique()) == [0, 1] and sorted(table.step.unique()) == [
-        5,
-        6,
-        7,
-        8,
-        9,
-    ]
-    assert findings.buckets_per_step(tmp_path / "default") == 1
+    table = step_breakdown(findings.traces(default))
+    # workshop.check.profiled's schedule(wait=1, warmup=1, active=5): five steps on each rank
+    assert sorted(table["rank"].unique()) == [0, 1]
+    assert table.groupby("rank").step.nunique().tolist() == [5, 5]
+    assert findings.buckets_per_step(default) == 1
     # the CNN's 8 gradient tensors (2 convolutions, 2 linear layers: weight and bias each)
-    assert findings.buckets_per_step(tmp_path / "cap0") == 8
+    assert findings.buckets_per_step(cap0) == 8
 
 
 @pytest.mark.live

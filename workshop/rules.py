@@ -218,3 +218,22 @@ def run_queue_wait_s() -> float | None:
             return int(handle.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
+
+
+#: ``workshop run --script ... --profile-steps N``'s torch.profiler schedule: one step skipped
+#: and one warm-up step before the N profiled ones (``torch.profiler.schedule(wait=1,
+#: warmup=1, active=N)``: the first step builds DDP's buckets and pays one-time costs), in
+#: workshop.check.profiled; the step after them also writes the trace.
+PROFILE_SKIPPED_STEPS, PROFILE_WARMUP_STEPS = 1, 1
+
+
+def first_unprofiled_step(profile_steps: int | None) -> int:
+    """The first step (counted from 0) that neither the profiler nor its trace's writing
+    slowed, in a run profiled for ``profile_steps`` steps (0 for a run without a profiler).
+
+    >>> first_unprofiled_step(5), first_unprofiled_step(None)
+    (8, 0)
+    """
+    if not profile_steps:
+        return 0
+    return PROFILE_SKIPPED_STEPS + PROFILE_WARMUP_STEPS + profile_steps + 1

@@ -367,7 +367,7 @@ RUN_SPEC: tuple[RunOption, ...] = (
         int,
         None,
         "with --script: record a torch.profiler trace per rank of this many steps, after one "
-        "skipped and one warm-up step (traces/rankN.json; workshop trace report reads them)",
+        "skipped and one warm-up step (traces/rankN.json.gz; workshop trace report reads them)",
         bound=Bound(">=", 1),
         cli=False,
         table=False,

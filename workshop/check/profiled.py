@@ -7,7 +7,7 @@ the ops' input shapes (the trace tools read a collective's bytes from them:
 
 The runner starts the profiler before the script runs and steps it after each optimizer step
 (the recorder's ``step`` hook); the trace is written when the N steps end, or when the script
-ends first (whatever was recorded by then), as ``traces/rank<N>.json``. Open one in
+ends first (whatever was recorded by then), as ``traces/rank<N>.json.gz``. Open one in
 https://ui.perfetto.dev ("Open trace file": it runs in the browser, nothing is uploaded).
 Profiling is not free: each profiled step runs slower (every op is recorded), and the step that
 ends the profiled ones also writes the trace, so read the step times of a profiled run
@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: Steps before the profiled ones: one skipped, one warm-up (torch.profiler.schedule).
-SKIPPED, WARMUP = 1, 1
+from workshop.rules import PROFILE_SKIPPED_STEPS as SKIPPED
+from workshop.rules import PROFILE_WARMUP_STEPS as WARMUP
 
 
 def trace_path(traces: Path, rank: int) -> Path:
-    """Where rank ``rank``'s trace goes (the name the trace tools and Perfetto take)."""
-    return Path(traces) / f"rank{rank}.json"
+    """Where rank ``rank``'s trace goes: gzipped as torch's ``export_chrome_trace`` writes a
+    ``.gz`` path (a trace of a few steps of a small CNN is 0.8 MB of JSON, 66 kB gzipped);
+    the trace tools and Perfetto read it as it is."""
+    return Path(traces) / f"rank{rank}.json.gz"
 
 
 def start(recorder, steps: int, traces: Path, rank: int):

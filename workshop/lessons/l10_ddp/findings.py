@@ -17,7 +17,9 @@ import pandas as pd
 from workshop.analysis import knob_effect, step_breakdown, trace_summary
 from workshop.findings.diagnose import diagnose_run, diagnose_text
 from workshop.lessons.l08_tuning.findings import fusion_comm, sweep_runs
+from workshop.readers.runs import read_step_times
 from workshop.readers.torch_trace import TorchTrace, read_torch_traces
+from workshop.rules import first_unprofiled_step
 
 
 def _path(run) -> str:
@@ -61,8 +63,16 @@ def overlap_fraction(run) -> float:
 
 
 def step_ms(run) -> float:
-    """The median profiled step over every rank's steps, in ms."""
-    return float(step_breakdown(traces(run)).step_us.median() / 1e3)
+    """The median step over every rank's steps after the profiled ones (the run's step files,
+    ``logs/rank.N.steps.csv``, from :func:`workshop.rules.first_unprofiled_step` of its
+    ``--profile-steps`` on: steps the profiler did not slow), in ms."""
+    path = Path(_path(run))
+    config = json.loads((path / "run.json").read_text()).get("config") or {}
+    steps = read_step_times(path)
+    later = steps[steps["step"] >= first_unprofiled_step(config.get("profile_steps"))]
+    if later.empty:
+        raise ValueError(f"{path}: no step after the profiled ones in its step files")
+    return float(later["step_s"].median() * 1e3)
 
 
 @cache
@@ -154,8 +164,10 @@ def buckets_table(buckets) -> str:
         )
     lines.append("")
     lines.append(
-        "Each cell: DDP's default buckets / `bucket_cap_mb=0`. Step, busy and exposed: medians "
-        "per step; during backward: the share of the busy time, over all profiled steps."
+        "Each cell: DDP's default buckets / `bucket_cap_mb=0`. Step: the median over both "
+        "ranks of the steps after the profiled ones (the run's step files); busy and exposed: "
+        "medians per profiled step (the traces); during backward: the share of the busy time, "
+        "over all profiled steps."
     )
     return "\n".join(lines)
 

@@ -1,26 +1,25 @@
-"""Lesson 10's runs for real: the DDP program of lesson 02's model with a torch.profiler trace
-per rank (``programs/ddp_profiled.py``), at DDP's default bucket size or another one; and
-``workshop check`` on the lesson's DDP script with a mistake and on its fix.
+"""Lesson 10's runs for real: lesson 02's DDP model under ``workshop run --script`` with a
+torch.profiler trace per rank (``programs/ddp_buckets.py``, ``--profile-steps``), at DDP's
+default bucket size or another one; and ``workshop check`` on the lesson's DDP script with a
+mistake and on its fix.
 
-What the lesson replays was made with these functions through the recording path (a quiet
-machine, the other work measured): ``python scripts/record_lesson10.py`` writes
-``data/ddp-lesson/``. With ``LIVE = True`` the notebook calls :func:`record_traces` itself.
+What the lesson replays was made with these through the recording path (a quiet machine, the
+other work measured): ``python scripts/record_lesson10.py`` writes ``data/ddp-lesson/``. With
+``LIVE = True`` the notebook calls :func:`record_traces` itself.
 """
 
 from __future__ import annotations
 
-import gzip
-import shutil
-import subprocess
-import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-PROFILED = PROGRAMS / "ddp_profiled.py"
+BUCKETS_PROGRAM = PROGRAMS / "ddp_buckets.py"
 MISTAKE = PROGRAMS / "ddp_torch_mistake.py"
 NP = 2
+#: Steps per run, and the profiled ones among them (after one skipped and one warm-up step:
+#: workshop.check.profiled), as ``workshop run --script ... --profile-steps`` records them.
+STEPS, PROFILE_STEPS = 40, 5
 #: The bucket sizes the lesson compares: DDP's default (``bucket_cap_mb`` left out: 25 MiB)
 #: and 0 (every gradient tensor a bucket of its own: no two are reduced together).
 BUCKETS = {"default": None, "cap0": 0.0}
@@ -36,49 +35,34 @@ def _from_top(path: Path) -> str:
     return str(path.relative_to(top)) if path.is_relative_to(top) else str(path)
 
 
-def torchrun_command(out: Path, bucket_cap_mb: float | None) -> list[str]:
-    """The command that records ``out/rank<R>.json`` on :data:`NP` ranks."""
-    launch = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(NP)]
+def script_args(bucket_cap_mb: float | None) -> list[str]:
+    """The program's arguments: :data:`STEPS` steps, and the bucket size unless DDP's own."""
     cap = [] if bucket_cap_mb is None else ["--bucket-cap-mb", f"{bucket_cap_mb:g}"]
-    return [sys.executable, *launch, str(PROFILED), str(out), *cap]
+    return ["--steps", str(STEPS), *cap]
 
 
-def record_traces(target: Path, bucket_cap_mb: float | None = None) -> dict:
-    """Run the profiled DDP program once and keep its traces in ``target/traces/`` (gzipped:
-    ``rank<R>.json.gz``, which the reader and https://ui.perfetto.dev open as they are).
+def run_command(target: Path, bucket_cap_mb: float | None) -> list[str]:
+    """The ``workshop run`` command that writes the run directory ``target``."""
+    return [
+        "workshop", "run", "-np", str(NP), "--script", _from_top(BUCKETS_PROGRAM),
+        "--profile-steps", str(PROFILE_STEPS), "--quiet", "--out", _from_top(target.parent),
+        "--name", target.name, "--", *script_args(bucket_cap_mb),
+    ]  # fmt: skip
 
-    Returns:
-        ``command`` (as run, from the repository's top), ``started_utc``, ``seconds``.
+
+def record_traces(target: Path, bucket_cap_mb: float | None = None) -> Path:
+    """Run the DDP program once into a new run directory named like ``target`` (``-2`` and so
+    on when it exists: nothing is overwritten), its traces in ``traces/``; returns it.
 
     Raises:
-        RuntimeError: torchrun failed (its output in the message).
+        workshop.launch.run.RunError: the run failed (the message names its logs).
     """
-    staging = Path(tempfile.mkdtemp(prefix="ddp-lesson-"))
-    try:
-        command = torchrun_command(staging, bucket_cap_mb)
-        started = datetime.now(UTC)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        seconds = (datetime.now(UTC) - started).total_seconds()
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"torchrun failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-            )
-        traces = target / "traces"
-        traces.mkdir(parents=True, exist_ok=True)
-        for trace in sorted(staging.glob("rank*.json")):
-            with trace.open("rb") as raw, gzip.open(traces / f"{trace.name}.gz", "wb") as packed:
-                shutil.copyfileobj(raw, packed)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    shown = ["python", *command[1:]]
-    shown[shown.index(str(PROFILED))] = _from_top(PROFILED)
-    shown[shown.index(str(staging))] = _from_top(target.resolve() / "traces")
-    return {
-        "command": " ".join(shown),
-        "bucket_cap_mb": bucket_cap_mb,
-        "started_utc": started.isoformat(timespec="seconds"),
-        "seconds": round(seconds, 2),
-    }
+    from workshop.launch.run import RunConfig, run_one
+
+    config = RunConfig(np=NP, script=str(BUCKETS_PROGRAM), profile_steps=PROFILE_STEPS,
+                       script_args=" ".join(script_args(bucket_cap_mb)))  # fmt: skip
+    command = run_command(target, bucket_cap_mb)
+    return run_one(config, out_dir=target.parent, name=target.name, quiet=True, command=command)
 
 
 def record_check(script: Path, args: tuple[str, ...] = CHECK_ARGS) -> dict:
