@@ -18,7 +18,8 @@ from workshop.lessons.l10_ddp import findings, record
 
 @pytest.mark.live
 def test_the_profiled_ddp_program_records_a_trace_per_rank(tmp_path, cpu_lock):
-    default = record.record_traces(tmp_path / "default")
+    # one run, bucket_cap_mb=0 (DDP's default buckets: the recordings, and the workshop run
+    # --script tests of tests/test_run_ddp.py)
     cap0 = record.record_traces(tmp_path / "cap0", bucket_cap_mb=0)
     run = json.loads((cap0 / "run.json").read_text())
     shown = "workshop/lessons/l10_ddp/programs/ddp_buckets.py"
@@ -28,12 +29,12 @@ def test_the_profiled_ddp_program_records_a_trace_per_rank(tmp_path, cpu_lock):
     assert sorted(p.name for p in (cap0 / "traces").iterdir()) == [
         "rank0.json.gz", "rank1.json.gz"
     ]  # fmt: skip
-    table = step_breakdown(findings.traces(default))
+    table = step_breakdown(findings.traces(cap0))
     # workshop.check.profiled's schedule(wait=1, warmup=1, active=5): five steps on each rank
     assert sorted(table["rank"].unique()) == [0, 1]
     assert table.groupby("rank").step.nunique().tolist() == [5, 5]
-    assert findings.buckets_per_step(default) == 1
-    # the CNN's 8 gradient tensors (2 convolutions, 2 linear layers: weight and bias each)
+    # the CNN's 8 gradient tensors (2 convolutions, 2 linear layers: weight and bias each),
+    # each a bucket of its own
     assert findings.buckets_per_step(cap0) == 8
 
 
