@@ -32,29 +32,3 @@ def test_each_lesson_10_question_states_the_precision_its_check_uses():
     found = questions()
     for exercise, asks in asked.items():
         assert asks in found[exercise], exercise
-
-
-def test_the_mistake_script_is_lesson_02s_ddp_program_but_for_its_training_sampler():
-    # a copy a learner edits, kept in step with the program it copies: below the docstrings
-    # every line but the training set's sharding is lesson 02's ddp_torch.py (the near miss,
-    # a change to lesson 02's program that the copy lacks, fails here)
-    import ast
-    import difflib
-    from pathlib import Path
-
-    programs = Path(__file__).resolve().parents[1] / "workshop" / "lessons"
-    fixed = (programs / "l02_first_program" / "programs" / "ddp_torch.py").read_text()
-    mistake = (programs / "l10_ddp" / "programs" / "ddp_torch_mistake.py").read_text()
-
-    def body(text: str) -> list[str]:
-        docstring_end = ast.parse(text).body[0].end_lineno
-        return text.splitlines()[docstring_end:]
-
-    changed = [
-        line[1:].strip()
-        for line in difflib.unified_diff(body(fixed), body(mistake), lineterm="", n=0)
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
-    assert changed and all(
-        "sampler" in line or "train_loader" in line or "[ddp:shard]" in line for line in changed
-    ), changed

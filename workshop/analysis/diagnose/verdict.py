@@ -44,6 +44,7 @@ from workshop.rules import (
     FUSION_THRESHOLD_DEFAULT_BYTES,
     HOROVOD_ENV_KEY,
     MAX_FOREIGN_CORES,
+    first_unprofiled_step,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ __all__ = [
     "horovod_settings",
     "judge",
     "runs_ddp",
+    "unprofiled",
     "timeline_evidence",
     "timeline_step_ms",
 ]
@@ -208,6 +210,23 @@ def runs_ddp(record: dict) -> bool:
     return record.get("engine") == "ddp"
 
 
+def unprofiled(record: dict, steps: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The steps the profiler of a ``--profile-steps`` run did not slow (from
+    :func:`workshop.rules.first_unprofiled_step` on; every step of a run without it): a
+    profiled step records every operator and the step after it writes the trace, which would
+    read as compute the fix of a problem could save.
+
+    >>> import pandas as pd
+    >>> steps = pd.DataFrame({"step": range(10)})
+    >>> len(unprofiled({"config": {"profile_steps": 3}}, steps)), len(unprofiled({}, steps))
+    (4, 10)
+    """
+    first = first_unprofiled_step((record.get("config") or {}).get("profile_steps"))
+    if steps is None or not first or not len(steps):
+        return steps
+    return steps[steps["step"] >= first]
+
+
 def costs(
     record: dict, metrics: pd.DataFrame, steps: pd.DataFrame, tl: Timeline | None
 ) -> list[Cost]:
@@ -215,6 +234,7 @@ def costs(
     ``crashed``, which is the run's status, and without Horovod's cycle, fusion and cache on
     a DDP run: :func:`runs_ddp`)."""
     settings = horovod_settings(record)
+    steps = unprofiled(record, steps)
     has_steps = steps is not None and len(steps) > 0
     empty = pd.DataFrame(columns=["rank", "step", "data_s", "compute_s", "wait_s", "step_s"])
     steps = steps if has_steps else empty
@@ -301,6 +321,7 @@ def judge(
         ``not_measured``; ``healthy``; ``settings``.
     """
     found = costs(record, metrics, steps, tl) if found is None else found
+    steps = unprofiled(record, steps)
     step = step_ms(steps) if steps is not None and len(steps) else math.nan
     if math.isnan(step):
         step = timeline_step_ms(tl)
