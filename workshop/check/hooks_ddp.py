@@ -151,7 +151,7 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
                 "gradient_as_bucket_view": bool(model.gradient_as_bucket_view),
                 "static_graph": bool(model.static_graph),
             })  # fmt: skip
-        if getattr(recorder, "ddp_waited", None) is not None:  # a timed run: see backward
+        if recorder.ddp_waited is not None:  # a timed run: see backward
             for p in trained:
                 p.register_post_accumulate_grad_hook(gradient_ready)
 
@@ -199,13 +199,12 @@ def _watch_ddp(recorder: Recorder, torch, ddp_module, fingerprint) -> None:
             if count:
                 ended = time.perf_counter()
                 recorder.safely("DDP backward", recorder.completed, key)
-                waited = getattr(recorder, "ddp_waited", None)
-                if waited is not None and state["ready"] is not None:
+                if recorder.ddp_waited is not None and state["ready"] is not None:
                     # DDP's reducer launches a bucket's allreduce when its last gradient is
                     # ready and waits for all of them at the end of backward()
                     # (finalize_backward, torch/csrc/distributed/c10d/reducer.cpp): from the
                     # last gradient to backward()'s return the rank waits for communication
-                    recorder.safely("DDP wait", waited, ended - state["ready"])
+                    recorder.safely("DDP wait", recorder.ddp_waited, ended - state["ready"])
                 if recorder.grad_watch is not None:  # DDP has averaged: watch what follows
                     recorder.safely("gradient writes", recorder.grad_watch.start)
 

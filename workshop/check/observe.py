@@ -173,6 +173,9 @@ class Recorder:
         self.grad_watch = None  # workshop.check.gradwrites.GradWrites, for PyTorch
         self.reduce_ops: dict[str, dict] = {}
         self.ddp: list[dict] = []
+        # under workshop run --script: the step clock's wait for DDP's allreduces, which the
+        # DDP hooks measure inside backward() (workshop.check.stepclock.attach sets it)
+        self.ddp_waited = None
         self.dist_calls: list[dict] = []
         # Collectives submitted and not yet completed: key -> {"op", "name", "where", "at"}.
         self.in_flight: dict = {}

@@ -32,7 +32,7 @@ def trace_path(traces: Path, rank: int) -> Path:
 def start(recorder, steps: int, traces: Path, rank: int):
     """Start torch.profiler for ``steps`` optimizer steps (after :data:`SKIPPED` and
     :data:`WARMUP`), stepped by ``recorder``'s ``step`` hook; returns the profiler, which
-    :func:`finish` ends."""
+    the runner stops when the script ends."""
     import torch
 
     Path(traces).mkdir(parents=True, exist_ok=True)
@@ -58,9 +58,3 @@ def start(recorder, steps: int, traces: Path, rank: int):
 
     recorder.step = on_step
     return prof
-
-
-def finish(prof) -> None:
-    """End the profiler: a schedule cut short by the script's end still writes what it
-    recorded (torch's ``profile.stop`` hands a recording trace to ``on_trace_ready``)."""
-    prof.stop()

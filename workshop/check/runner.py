@@ -309,9 +309,9 @@ def _ending(recorder: Recorder, options: argparse.Namespace, rank: int, clock, p
         # of their "Horovod has been shut down" (workshop.analysis.failure).
         left["time"] = time.time()
         if profiler is not None:
-            from workshop.check import profiled
-
-            recorder.safely("profiler", profiled.finish, profiler)
+            # a schedule cut short by the script's end still writes what it recorded (torch's
+            # profile.stop hands a recording trace to on_trace_ready)
+            recorder.safely("profiler", profiler.stop)
         recorder.write(status, exit_code, error, left)
         if clock is not None:
             logs = options.run_dir / "logs"
